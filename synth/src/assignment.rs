@@ -1,0 +1,225 @@
+//! The proving constraint system: evaluates every constraint's A, B and C linear
+//! combinations on the witness and tracks query densities, as bellperson's prover does.
+
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::Field;
+
+use crate::{Density, SynthError};
+
+/// Everything the later stages need from one synthesized circuit.
+///
+/// Invariants (the same as bellperson's `ProvingAssignment` after synthesis):
+/// `a`, `b`, `c` have one entry per constraint, including the `input * 0 = 0`
+/// constraints appended for every input; `input[0]` is `ONE`; densities have one bit
+/// per input (`b_input_density`) or aux variable (`a_aux_density`, `b_aux_density`).
+/// Inputs are always fully dense in the A query, so there is no `a_input_density`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Assignment {
+    pub a: Vec<Scalar>,
+    pub b: Vec<Scalar>,
+    pub c: Vec<Scalar>,
+    pub input: Vec<Scalar>,
+    pub aux: Vec<Scalar>,
+    pub a_aux_density: Density,
+    pub b_input_density: Density,
+    pub b_aux_density: Density,
+}
+
+/// The sizes that decide which parameters a circuit needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CircuitShape {
+    /// Constraints, including one per input.
+    pub constraints: usize,
+    /// Inputs, including `ONE`.
+    pub inputs: usize,
+    pub aux: usize,
+    /// Inputs plus aux variables present in the A query (= length of the `a` points).
+    pub a_query: usize,
+    /// Inputs and aux variables present in the B query (= length of the `b_g1` points).
+    pub b_query: usize,
+}
+
+impl CircuitShape {
+    /// log2 of the evaluation domain: the smallest power of two >= constraints.
+    pub fn domain_log2(&self) -> u32 {
+        self.constraints.max(1).next_power_of_two().trailing_zeros()
+    }
+}
+
+impl Assignment {
+    /// Sizes of this assignment.
+    pub fn shape(&self) -> CircuitShape {
+        CircuitShape {
+            constraints: self.a.len(),
+            inputs: self.input.len(),
+            aux: self.aux.len(),
+            a_query: self.input.len() + self.a_aux_density.count(),
+            b_query: self.b_input_density.count() + self.b_aux_density.count(),
+        }
+    }
+
+    /// Heap bytes held by this assignment.
+    pub fn heap_bytes(&self) -> usize {
+        let s = std::mem::size_of::<Scalar>();
+        (self.a.capacity() + self.b.capacity() + self.c.capacity()) * s
+            + (self.input.capacity() + self.aux.capacity()) * s
+            + self.a_aux_density.heap_bytes()
+            + self.b_input_density.heap_bytes()
+            + self.b_aux_density.heap_bytes()
+    }
+}
+
+/// Synthesizes `circuit` into an [`Assignment`] with bellperson's prover semantics.
+///
+/// # Errors
+/// [`SynthError::Circuit`] when the circuit's `synthesize` fails (for example a
+/// missing witness value).
+pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Assignment, SynthError> {
+    let mut cs = ProvingAssignment::new();
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    // `input * 0 = 0` for every input: makes the IC query fully dense and the inputs
+    // linearly independent (bellperson and its parameter generator both add these).
+    for i in 0..cs.0.input.len() {
+        cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    Ok(cs.0)
+}
+
+/// A [`ConstraintSystem`] that records the witness; see [`synthesize`].
+///
+/// Public so that callers with their own synthesis driver (for example a circuit
+/// split into parts synthesized in parallel and joined with `extend`) can use it.
+#[derive(Debug, Default)]
+pub struct ProvingAssignment(pub Assignment);
+
+impl ProvingAssignment {
+    /// Takes the finished assignment.
+    pub fn into_inner(self) -> Assignment {
+        self.0
+    }
+}
+
+/// Evaluates `lc`, marking variables with a non-zero coefficient in the densities given.
+#[inline]
+fn eval(
+    lc: &LinearCombination<Scalar>,
+    mut input_density: Option<&mut Density>,
+    mut aux_density: Option<&mut Density>,
+    input: &[Scalar],
+    aux: &[Scalar],
+) -> Scalar {
+    let mut acc = Scalar::ZERO;
+    for (&i, coeff) in lc.iter_inputs() {
+        if coeff.is_zero_vartime() {
+            continue;
+        }
+        acc += if *coeff == Scalar::ONE { input[i] } else { input[i] * coeff };
+        if let Some(d) = input_density.as_deref_mut() {
+            d.set(i);
+        }
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        if coeff.is_zero_vartime() {
+            continue;
+        }
+        acc += if *coeff == Scalar::ONE { aux[i] } else { aux[i] * coeff };
+        if let Some(d) = aux_density.as_deref_mut() {
+            d.set(i);
+        }
+    }
+    acc
+}
+
+impl ConstraintSystem<Scalar> for ProvingAssignment {
+    type Root = Self;
+
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let s = &mut self.0;
+        s.aux.push(f()?);
+        s.a_aux_density.push();
+        s.b_aux_density.push();
+        Ok(Variable::new_unchecked(Index::Aux(s.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let s = &mut self.0;
+        s.input.push(f()?);
+        s.b_input_density.push();
+        Ok(Variable::new_unchecked(Index::Input(s.input.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let s = &mut self.0;
+        let a = a(LinearCombination::zero());
+        let b = b(LinearCombination::zero());
+        let c = c(LinearCombination::zero());
+        // Inputs are fully dense in A (every input has an `input * 0 = 0` constraint),
+        // so only aux density is tracked there. C has no query of its own.
+        let av = eval(&a, None, Some(&mut s.a_aux_density), &s.input, &s.aux);
+        let bv = eval(
+            &b,
+            Some(&mut s.b_input_density),
+            Some(&mut s.b_aux_density),
+            &s.input,
+            &s.aux,
+        );
+        let cv = eval(&c, None, None, &s.input, &s.aux);
+        s.a.push(av);
+        s.b.push(bv);
+        s.c.push(cv);
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    fn extend(&mut self, other: &Self) {
+        let (s, o) = (&mut self.0, &other.0);
+        s.a_aux_density.extend(&o.a_aux_density, false);
+        s.b_input_density.extend(&o.b_input_density, true);
+        s.b_aux_density.extend(&o.b_aux_density, false);
+        s.a.extend_from_slice(&o.a);
+        s.b.extend_from_slice(&o.b);
+        s.c.extend_from_slice(&o.c);
+        // The sub-assignment's first input is its own temporary `ONE`.
+        s.input.extend_from_slice(&o.input[1..]);
+        s.aux.extend_from_slice(&o.aux);
+    }
+}
+

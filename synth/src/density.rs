@@ -1,0 +1,131 @@
+/// A bitmap over variables: bit `i` is set when variable `i` appears (with a non-zero
+/// coefficient) in the query the bitmap belongs to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Density {
+    words: Vec<u64>,
+    len: usize,
+    total: usize,
+}
+
+impl Density {
+    /// An empty bitmap.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends one variable, not (yet) present.
+    pub fn push(&mut self) {
+        if self.len % 64 == 0 {
+            self.words.push(0);
+        }
+        self.len += 1;
+    }
+
+    /// Marks variable `i` present.
+    ///
+    /// # Panics
+    /// If `i` is out of range (a circuit referencing a variable it did not allocate).
+    pub fn set(&mut self, i: usize) {
+        assert!(i < self.len, "variable {i} out of range ({})", self.len);
+        let (w, b) = (i / 64, i % 64);
+        let mask = 1u64 << b;
+        if self.words[w] & mask == 0 {
+            self.words[w] |= mask;
+            self.total += 1;
+        }
+    }
+
+    /// Whether variable `i` is present.
+    pub fn get(&self, i: usize) -> bool {
+        i < self.len && self.words[i / 64] & (1u64 << (i % 64)) != 0
+    }
+
+    /// Number of variables tracked.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no variables are tracked.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of variables present.
+    pub fn count(&self) -> usize {
+        self.total
+    }
+
+    /// Appends `other`. For an input density (`is_input`), `other`'s first bit is the
+    /// sub-assignment's own `ONE` input: it is merged into ours instead of appended,
+    /// as bellperson's `DensityTracker::extend` does.
+    pub fn extend(&mut self, other: &Density, is_input: bool) {
+        if other.len == 0 {
+            return;
+        }
+        if self.len == 0 {
+            *self = other.clone();
+            return;
+        }
+        let mut start = 0;
+        if is_input {
+            if other.get(0) {
+                self.set(0);
+            }
+            start = 1;
+        }
+        for i in start..other.len {
+            self.push();
+            if other.get(i) {
+                let last = self.len - 1;
+                self.set(last);
+            }
+        }
+    }
+
+    /// Heap bytes used by the bitmap.
+    pub fn heap_bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+
+    /// Copies the elements of `values` whose bit is set, in order.
+    ///
+    /// `values.len()` must equal [`Density::len`].
+    pub fn compact<T: Copy>(&self, values: &[T]) -> Vec<T> {
+        debug_assert_eq!(values.len(), self.len);
+        let mut out = Vec::with_capacity(self.total);
+        for (w, word) in self.words.iter().enumerate() {
+            let mut bits = *word;
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                out.push(values[w * 64 + b]);
+                bits &= bits - 1;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_count_compact() {
+        let mut d = Density::new();
+        for _ in 0..130 {
+            d.push();
+        }
+        for i in [0, 5, 63, 64, 129, 5] {
+            d.set(i);
+        }
+        assert_eq!(d.count(), 5);
+        let vals: Vec<usize> = (0..130).collect();
+        assert_eq!(d.compact(&vals), vec![0, 5, 63, 64, 129]);
+        let mut e = Density::new();
+        e.push();
+        e.extend(&d, true);
+        assert_eq!(e.len(), 130);
+        assert_eq!(e.count(), 5);
+        assert!(e.get(5) && e.get(0) && !e.get(1));
+    }
+}

@@ -1,0 +1,27 @@
+//! cuzk-synth: turns circuits into Groth16 witness assignments.
+//!
+//! Use it when you need what the Synthesize stage produces: the evaluations of the
+//! A, B and C linear combinations at every constraint (`a`, `b`, `c`), the input and
+//! auxiliary assignments, and the density bitmaps that say which variables appear in
+//! the A and B queries. The semantics are bellperson's prover, exactly: one `ONE`
+//! input is allocated first and an `input * 0 = 0` constraint is appended for every
+//! input, so assignments made here prove against parameters made by bellperson.
+//!
+//! It also holds [`SyntheticCircuit`], a family of circuits of any size, public-input
+//! count and A/B density whose witness costs a few field operations per constraint,
+//! for tests and benchmarks that want the MSM/NTT work to dominate.
+//!
+//! This crate does not depend on actix or CUDA.
+
+mod assignment;
+mod density;
+mod error;
+mod synthetic;
+
+pub use assignment::{synthesize, Assignment, CircuitShape, ProvingAssignment};
+pub use density::Density;
+pub use error::SynthError;
+pub use synthetic::{SyntheticCircuit, SyntheticSpec};
+
+/// The scalar field every circuit here is over (BLS12-381's Fr).
+pub use blstrs::Scalar;
