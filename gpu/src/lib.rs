@@ -1,0 +1,24 @@
+//! cuzk-gpu: the proving kernels behind one interface, [`Backend`].
+//!
+//! Use it for the two stages that move data to an accelerator and run the heavy
+//! mathematics: [`Backend::stage`] (the StagePcie stage: host buffers to where the
+//! kernels read them) and [`Backend::execute`] (the ProveGpu stage: the H polynomial
+//! by NTT, then the MSMs H, L, A, B_G1 and optionally B_G2).
+//!
+//! [`cpu::CpuBackend`] implements it on the CPU (rayon NTT, blst's Pippenger MSM).
+//! It is the reference the CUDA backend is tested against, and the backend used
+//! when there is no GPU. Both produce the same group elements, hence byte-identical
+//! proofs.
+//!
+//! This crate does not depend on actix.
+
+mod backend;
+pub mod cpu;
+mod error;
+mod ffi;
+
+pub use backend::{Backend, HostPartition, MsmResults, OpTimings, StagedPartition};
+pub use error::GpuError;
+
+/// A scalar in canonical (non-Montgomery) little-endian form, as MSMs consume them.
+pub type ScalarBytes = [u8; 32];

@@ -1,0 +1,21 @@
+//! cuzk-srs: Groth16 parameters (the structured reference string) for BLS12-381.
+//!
+//! Use it to read and write parameter files in bellperson's format (the format of
+//! Filecoin's `.params` files), to hold decoded parameters in memory ([`ProvingKey`]),
+//! and to generate random parameters for tests and benchmarks.
+//!
+//! Reading memory-maps the file and decodes the points on all cores; a file that is
+//! truncated, holds a point off the curve or at infinity, or has trailing bytes is
+//! refused with an error that names the section and the offset.
+//!
+//! This crate does not depend on actix.
+
+mod error;
+mod file;
+mod generate;
+mod key;
+
+pub use error::SrsError;
+pub use file::LoadOptions;
+pub use generate::generate_random;
+pub use key::ProvingKey;

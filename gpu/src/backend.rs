@@ -1,0 +1,85 @@
+use std::time::Duration;
+
+use blstrs::{G1Projective, G2Projective, Scalar};
+use cuzk_srs::ProvingKey;
+
+use crate::{GpuError, ScalarBytes};
+
+/// One partition's inputs to the accelerator, as PrepareMsm leaves them on the host.
+///
+/// `a`, `b`, `c` are the constraint evaluations (length = constraints, at most
+/// `2^domain_log2`; the backend pads with zeros). The MSM scalars are compacted by
+/// density so that they line up with the parameter vectors one to one:
+/// `l_scalars` ↔ `l`, `a_scalars` ↔ `a`, `b_scalars` ↔ `b_g1` and `b_g2`.
+#[derive(Debug, Default)]
+pub struct HostPartition {
+    pub a: Vec<Scalar>,
+    pub b: Vec<Scalar>,
+    pub c: Vec<Scalar>,
+    pub domain_log2: u32,
+    pub l_scalars: Vec<ScalarBytes>,
+    pub a_scalars: Vec<ScalarBytes>,
+    pub b_scalars: Vec<ScalarBytes>,
+}
+
+impl HostPartition {
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> u64 {
+        let s = 32u64;
+        (self.a.capacity() + self.b.capacity() + self.c.capacity()) as u64 * s
+            + (self.l_scalars.capacity() + self.a_scalars.capacity() + self.b_scalars.capacity()) as u64 * s
+    }
+}
+
+/// A partition staged by a backend (on the CPU backend, the host buffers themselves).
+#[derive(Debug)]
+pub struct StagedPartition {
+    pub(crate) backend: &'static str,
+    pub(crate) host: HostPartition,
+}
+
+impl StagedPartition {
+    /// Name of the backend that staged it.
+    pub fn backend(&self) -> &'static str {
+        self.backend
+    }
+}
+
+/// Time spent in each operation of [`Backend::execute`], in order.
+pub type OpTimings = Vec<(&'static str, Duration)>;
+
+/// The MSM results one partition needs for assembly.
+#[derive(Clone, Debug)]
+pub struct MsmResults {
+    /// sum h_i * H_i
+    pub h: G1Projective,
+    /// sum aux_i * L_i
+    pub l: G1Projective,
+    /// sum over A query
+    pub a: G1Projective,
+    /// sum over B query in G1
+    pub b_g1: G1Projective,
+    /// sum over B query in G2, when the backend was asked for it
+    pub b_g2: Option<G2Projective>,
+    pub timings: OpTimings,
+}
+
+/// The interface the StagePcie and ProveGpu stages drive; implemented by the CPU
+/// backend here and by the CUDA backend.
+pub trait Backend: Send + Sync + 'static {
+    /// Short name for logs and metrics ("cpu", "cuda").
+    fn name(&self) -> &'static str;
+
+    /// Moves a partition's host buffers to where [`Backend::execute`] reads them.
+    ///
+    /// # Errors
+    /// Backend-specific (for CUDA: allocation or copy failures).
+    fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError>;
+
+    /// Computes H by NTT and runs the MSMs against `srs`; B_G2 only if `with_b_g2`.
+    ///
+    /// # Errors
+    /// [`GpuError::Shape`] when the partition does not fit `srs`; backend-specific
+    /// failures otherwise.
+    fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError>;
+}

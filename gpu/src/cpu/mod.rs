@@ -1,0 +1,93 @@
+//! The CPU backend: the reference implementation of every kernel.
+
+mod msm;
+mod ntt;
+
+use std::time::Instant;
+
+use cuzk_srs::ProvingKey;
+use rayon::prelude::*;
+
+pub use msm::{msm_g1, msm_g2};
+pub use ntt::{compute_h, ntt};
+
+use crate::{Backend, GpuError, HostPartition, MsmResults, StagedPartition};
+
+/// Runs the NTT and MSMs on the CPU (all cores, through rayon and blst's pool).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
+        // Nothing to copy: the kernels read host memory.
+        Ok(StagedPartition { backend: self.name(), host })
+    }
+
+    fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
+        if staged.backend != self.name() {
+            return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
+        }
+        let p = staged.host;
+        check_shapes(&p, srs)?;
+        let mut timings = Vec::with_capacity(6);
+        let t = Instant::now();
+        let h = compute_h(p.a, p.b, p.c, p.domain_log2)?;
+        let h_bytes: Vec<_> = h.par_iter().map(|s| s.to_bytes_le()).collect();
+        drop(h);
+        timings.push(("ntt_h", t.elapsed()));
+
+        let t = Instant::now();
+        let h = msm_g1(&srs.h, &h_bytes);
+        drop(h_bytes);
+        timings.push(("msm_h", t.elapsed()));
+        let t = Instant::now();
+        let l = msm_g1(&srs.l, &p.l_scalars);
+        timings.push(("msm_l", t.elapsed()));
+        let t = Instant::now();
+        let a = msm_g1(&srs.a, &p.a_scalars);
+        timings.push(("msm_a", t.elapsed()));
+        let t = Instant::now();
+        let b_g1 = msm_g1(&srs.b_g1, &p.b_scalars);
+        timings.push(("msm_b_g1", t.elapsed()));
+        let b_g2 = with_b_g2.then(|| {
+            let t = Instant::now();
+            let r = msm_g2(&srs.b_g2, &p.b_scalars);
+            timings.push(("msm_b_g2", t.elapsed()));
+            r
+        });
+        Ok(MsmResults { h, l, a, b_g1, b_g2, timings })
+    }
+}
+
+/// The same checks every backend makes before touching memory.
+pub(crate) fn check_shapes(p: &HostPartition, srs: &ProvingKey) -> Result<(), GpuError> {
+    let m = 1usize << p.domain_log2;
+    let n = p.a.len();
+    let mismatch = |what: &str, have: usize, need: usize| GpuError::Shape {
+        op: "execute",
+        detail: format!("{what}: partition has {have}, parameters have {need}"),
+    };
+    if p.b.len() != n || p.c.len() != n {
+        return Err(mismatch("b/c evaluations vs a", p.b.len().max(p.c.len()), n));
+    }
+    if n > m {
+        return Err(mismatch("constraints vs domain size", n, m));
+    }
+    let checks = [
+        ("domain size - 1 (H points)", m - 1, srs.h.len()),
+        ("L scalars", p.l_scalars.len(), srs.l.len()),
+        ("A scalars", p.a_scalars.len(), srs.a.len()),
+        ("B scalars", p.b_scalars.len(), srs.b_g1.len()),
+        ("B scalars (G2)", p.b_scalars.len(), srs.b_g2.len()),
+    ];
+    for (what, have, need) in checks {
+        if have != need {
+            return Err(mismatch(what, have, need));
+        }
+    }
+    Ok(())
+}
