@@ -1,0 +1,259 @@
+//! The accounting behind a budget: capacity, what is reserved, who waits.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+};
+
+use serde::Serialize;
+use thiserror::Error;
+use tokio::sync::oneshot;
+
+use crate::config::ByteSize;
+
+/// A reservation refused.
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum BudgetError {
+    /// More than the whole budget: it could never be granted, so it fails at once
+    /// instead of waiting forever.
+    #[error("needs {requested} of {budget} memory but the whole {budget} budget is {capacity}; raise budget.{budget}_memory or use smaller partitions")]
+    ExceedsCapacity { budget: &'static str, requested: ByteSize, capacity: ByteSize },
+    /// The budget's owner is gone (engine shutting down).
+    #[error("{0} budget is closed")]
+    Closed(&'static str),
+}
+
+struct Waiter {
+    bytes: u64,
+    tx: oneshot::Sender<Reservation>,
+}
+
+#[derive(Default)]
+struct State {
+    used: u64,
+    peak: u64,
+    waiters: VecDeque<Waiter>,
+    grants: u64,
+    waits: u64,
+}
+
+/// A budget: grants [`Reservation`]s in FIFO order while they fit.
+pub struct Ledger {
+    name: &'static str,
+    capacity: u64,
+    state: Mutex<State>,
+}
+
+/// Counters of a budget.
+#[derive(Clone, Debug, Serialize)]
+pub struct BudgetSnapshot {
+    pub name: &'static str,
+    pub capacity: u64,
+    pub used: u64,
+    /// Highest `used` seen.
+    pub peak: u64,
+    /// Requests waiting now.
+    pub waiting: usize,
+    /// Reservations granted.
+    pub grants: u64,
+    /// Reservations that had to wait.
+    pub waits: u64,
+}
+
+/// Either granted now, or a receiver that gets the grant later.
+pub enum Grant {
+    Now(Reservation),
+    Later(oneshot::Receiver<Reservation>),
+}
+
+impl Ledger {
+    /// A budget of `capacity` bytes named `name` ("host", "pinned", "vram0").
+    pub fn new(name: &'static str, capacity: u64) -> Arc<Self> {
+        Arc::new(Ledger { name, capacity, state: Mutex::new(State::default()) })
+    }
+
+    /// The budget's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Capacity in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the counters half-updated
+        // (every critical section is a few arithmetic steps), so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks for `bytes`. Granted at once if it fits and nobody waits before it;
+    /// otherwise queued in FIFO order (a large request is not starved by small ones).
+    ///
+    /// # Errors
+    /// [`BudgetError::ExceedsCapacity`] when `bytes` exceeds the whole budget.
+    pub fn reserve(self: &Arc<Self>, bytes: u64) -> Result<Grant, BudgetError> {
+        if bytes > self.capacity {
+            return Err(BudgetError::ExceedsCapacity {
+                budget: self.name,
+                requested: ByteSize(bytes),
+                capacity: ByteSize(self.capacity),
+            });
+        }
+        let mut s = self.lock();
+        if s.waiters.is_empty() && s.used + bytes <= self.capacity {
+            s.used += bytes;
+            s.peak = s.peak.max(s.used);
+            s.grants += 1;
+            return Ok(Grant::Now(Reservation { ledger: Some(self.clone()), bytes }));
+        }
+        let (tx, rx) = oneshot::channel();
+        s.waits += 1;
+        s.waiters.push_back(Waiter { bytes, tx });
+        Ok(Grant::Later(rx))
+    }
+
+    fn release(self: &Arc<Self>, bytes: u64) {
+        let mut s = self.lock();
+        s.used -= bytes;
+        self.grant_waiters(&mut s);
+    }
+
+    fn grant_waiters(self: &Arc<Self>, s: &mut State) {
+        while let Some(w) = s.waiters.front() {
+            if w.tx.is_closed() {
+                // The requester gave up (cancelled); skip it.
+                s.waiters.pop_front();
+                continue;
+            }
+            if s.used + w.bytes > self.capacity {
+                break;
+            }
+            let w = s.waiters.pop_front().expect("front exists");
+            s.used += w.bytes;
+            s.peak = s.peak.max(s.used);
+            s.grants += 1;
+            let r = Reservation { ledger: Some(self.clone()), bytes: w.bytes };
+            if let Err(mut r) = w.tx.send(r) {
+                // Receiver dropped between the check and the send: undo here, since
+                // dropping `r` normally would re-enter this lock.
+                r.ledger = None;
+                s.used -= r.bytes;
+                s.grants -= 1;
+            }
+        }
+    }
+
+    /// Current counters.
+    pub fn snapshot(&self) -> BudgetSnapshot {
+        let s = self.lock();
+        BudgetSnapshot {
+            name: self.name,
+            capacity: self.capacity,
+            used: s.used,
+            peak: s.peak,
+            waiting: s.waiters.iter().filter(|w| !w.tx.is_closed()).count(),
+            grants: s.grants,
+            waits: s.waits,
+        }
+    }
+}
+
+/// Bytes held in a budget. Returned when dropped, wherever that happens: after the
+/// last stage, on error, on panic unwinding, or when a cancelled job's partition is
+/// discarded.
+pub struct Reservation {
+    ledger: Option<Arc<Ledger>>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Returns all but `keep` bytes to the budget now (when a stage frees buffers).
+    pub fn shrink_to(&mut self, keep: u64) {
+        if keep < self.bytes {
+            let give = self.bytes - keep;
+            self.bytes = keep;
+            if let Some(l) = &self.ledger {
+                l.release(give);
+            }
+        }
+    }
+
+    /// Adds `other`'s bytes to this reservation (same budget).
+    pub fn merge(&mut self, mut other: Reservation) {
+        debug_assert!(match (&self.ledger, &other.ledger) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => true,
+        });
+        self.bytes += other.bytes;
+        other.ledger = None;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(l) = self.ledger.take() {
+            if self.bytes > 0 {
+                l.release(self.bytes);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Reservation({})", ByteSize(self.bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now(g: Grant) -> Reservation {
+        match g {
+            Grant::Now(r) => r,
+            Grant::Later(_) => panic!("expected an immediate grant"),
+        }
+    }
+
+    #[test]
+    fn fifo_grants_and_release_on_drop() {
+        let l = Ledger::new("host", 100);
+        let a = now(l.reserve(60).unwrap());
+        let Grant::Later(mut rx_b) = l.reserve(50).unwrap() else { panic!() };
+        // A small request behind a waiting large one waits too (no starvation).
+        let Grant::Later(mut rx_c) = l.reserve(10).unwrap() else { panic!() };
+        assert!(rx_b.try_recv().is_err());
+        drop(a);
+        let b = rx_b.try_recv().expect("granted on release");
+        let c = rx_c.try_recv().expect("fits after b");
+        assert_eq!(l.snapshot().used, 60);
+        drop((b, c));
+        let s = l.snapshot();
+        assert_eq!((s.used, s.peak, s.grants, s.waits), (0, 60, 3, 2));
+    }
+
+    #[test]
+    fn oversized_fails_at_once_and_abandoned_waiters_are_skipped() {
+        let l = Ledger::new("host", 100);
+        let err = l.reserve(101).err().unwrap();
+        assert!(err.to_string().contains("whole host budget"), "{err}");
+        let a = now(l.reserve(100).unwrap());
+        let Grant::Later(rx) = l.reserve(100).unwrap() else { panic!() };
+        drop(rx); // cancelled requester
+        let Grant::Later(mut rx2) = l.reserve(30).unwrap() else { panic!() };
+        drop(a);
+        let mut r = rx2.try_recv().unwrap();
+        r.shrink_to(10);
+        assert_eq!(l.snapshot().used, 10);
+        drop(r);
+        assert_eq!(l.snapshot().used, 0);
+    }
+}

@@ -1,0 +1,300 @@
+//! The engine: starts the topology on its own threads and is the library entry
+//! point (submit, await, cancel, metrics, shutdown). Its methods can be called
+//! from any thread, async or not — but not from inside the engine's own actors.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use actix::prelude::*;
+use serde::Serialize;
+use tokio::sync::oneshot;
+use tracing::info;
+
+use crate::{
+    budget::{BudgetSnapshot, Ledger},
+    config::Config,
+    error::{EngineError, JobError, SubmitError},
+    ingest::Ingest,
+    job::{CancelToken, JobContext, JobId, JobSpec},
+    metrics::StageSnapshot,
+    prove_gpu::select_backend,
+    runtime::{StageActor, StageControl, WorkItem},
+    topology,
+    tracker::{Cancel, Counts, FailAll, JobCounts, JobResult, JobTracker, Register},
+};
+
+struct Running {
+    system: System,
+    thread: JoinHandle<()>,
+}
+
+struct Inner {
+    ingest: Addr<StageActor<Ingest>>,
+    tracker: Addr<JobTracker>,
+    host_ledger: Arc<Ledger>,
+    stages: Vec<Arc<dyn StageControl>>,
+    next_id: AtomicU64,
+    started: Instant,
+    backend: &'static str,
+    running: Mutex<Option<Running>>,
+}
+
+/// A running proving pipeline. Cheap to clone; shut down with [`Engine::shutdown`]
+/// (or when the last clone is dropped).
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+/// A submitted job: await its result, or cancel it.
+pub struct JobHandle {
+    id: JobId,
+    rx: oneshot::Receiver<JobResult>,
+    canceller: Canceller,
+}
+
+/// Cancels one job; cloneable, usable after the handle is consumed by `wait`.
+#[derive(Clone)]
+pub struct Canceller {
+    id: JobId,
+    token: CancelToken,
+    tracker: Addr<JobTracker>,
+}
+
+impl Canceller {
+    /// Cancels the job: queued partitions are dropped, in-flight ones stop at their
+    /// next stage boundary, reservations are returned, and the job's result is
+    /// [`JobError::Cancelled`] unless it had already ended.
+    pub async fn cancel(&self) {
+        self.token.cancel();
+        let _ = self.tracker.send(Cancel(self.id)).await;
+    }
+
+    /// [`Canceller::cancel`] from synchronous code.
+    pub fn cancel_blocking(&self) {
+        futures::executor::block_on(self.cancel());
+    }
+}
+
+impl JobHandle {
+    /// The job's id.
+    pub fn id(&self) -> JobId {
+        self.id
+    }
+
+    /// A handle that can cancel this job.
+    pub fn canceller(&self) -> Canceller {
+        self.canceller.clone()
+    }
+
+    /// Waits for the job's terminal result.
+    ///
+    /// # Errors
+    /// The job's [`JobError`].
+    pub async fn wait(self) -> JobResult {
+        self.rx.await.unwrap_or(Err(JobError::Shutdown))
+    }
+
+    /// [`JobHandle::wait`] from synchronous code.
+    ///
+    /// # Errors
+    /// The job's [`JobError`].
+    pub fn wait_blocking(self) -> JobResult {
+        futures::executor::block_on(self.wait())
+    }
+}
+
+/// Everything the engine can report about itself.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineSnapshot {
+    pub backend: &'static str,
+    pub uptime: Duration,
+    pub stages: Vec<StageSnapshot>,
+    pub host_budget: BudgetSnapshot,
+    pub jobs: JobCounts,
+}
+
+impl Engine {
+    /// Validates `cfg`, picks the backend, and starts every actor.
+    ///
+    /// # Errors
+    /// [`EngineError`] for an invalid config, an unavailable backend, or a failure
+    /// to start.
+    pub fn start(cfg: Config) -> Result<Engine, EngineError> {
+        cfg.validate()?;
+        let backend = select_backend(&cfg.backend)?;
+        let backend_name = backend.name();
+        let started = Instant::now();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("cuzk-engine".into())
+            .spawn(move || {
+                let sys = System::new();
+                let built = sys.block_on(async { topology::build(&cfg, backend, started) });
+                let ok = built.is_ok();
+                let _ = tx.send(built.map(|t| (t, System::current())));
+                if ok {
+                    let _ = sys.run();
+                }
+            })
+            .map_err(|e| EngineError::Start(e.to_string()))?;
+        let (topo, system) = rx.recv().map_err(|_| EngineError::Start("engine thread exited".into()))??;
+        info!(backend = backend_name, host_budget = %crate::ByteSize(topo.host_ledger.capacity()), "engine started");
+        // The arbiters stop with the System; their handles need not be kept.
+        drop(topo.arbiters);
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                ingest: topo.ingest,
+                tracker: topo.tracker,
+                host_ledger: topo.host_ledger,
+                stages: topo.stages,
+                next_id: AtomicU64::new(1),
+                started,
+                backend: backend_name,
+                running: Mutex::new(Some(Running { system, thread })),
+            }),
+        })
+    }
+
+    /// The backend in use ("cpu" or "cuda").
+    pub fn backend(&self) -> &'static str {
+        self.inner.backend
+    }
+
+    fn context(&self, spec: &JobSpec) -> Result<Arc<JobContext>, SubmitError> {
+        if spec.partitions == 0 {
+            return Err(SubmitError::Invalid("job has no partitions".into()));
+        }
+        let randomness = spec.resolve_randomness()?;
+        Ok(Arc::new(JobContext {
+            id: JobId(self.inner.next_id.fetch_add(1, Ordering::Relaxed)),
+            priority: spec.priority,
+            srs: spec.srs.clone(),
+            randomness,
+            partitions: spec.partitions,
+            cancel: CancelToken::default(),
+            submitted: Instant::now(),
+            fault: spec.fault,
+        }))
+    }
+
+    fn handle(&self, ctx: &JobContext, rx: oneshot::Receiver<JobResult>) -> JobHandle {
+        JobHandle {
+            id: ctx.id,
+            rx,
+            canceller: Canceller { id: ctx.id, token: ctx.cancel.clone(), tracker: self.inner.tracker.clone() },
+        }
+    }
+
+    /// Submits a job, waiting while the pipeline's intake is full (backpressure).
+    ///
+    /// # Errors
+    /// [`SubmitError::Invalid`] for a malformed spec, [`SubmitError::NotRunning`]
+    /// after shutdown.
+    pub async fn submit(&self, spec: JobSpec) -> Result<JobHandle, SubmitError> {
+        let ctx = self.context(&spec)?;
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .tracker
+            .send(Register { ctx: ctx.clone(), done: tx })
+            .await
+            .map_err(|_| SubmitError::NotRunning)?;
+        let item = WorkItem::new(ctx.clone(), 0, spec.input);
+        if self.inner.ingest.send(item).await.is_err() {
+            let _ = self.inner.tracker.send(Cancel(ctx.id)).await;
+            return Err(SubmitError::NotRunning);
+        }
+        Ok(self.handle(&ctx, rx))
+    }
+
+    /// [`Engine::submit`] from synchronous code (blocks while the intake is full).
+    ///
+    /// # Errors
+    /// As [`Engine::submit`].
+    pub fn submit_blocking(&self, spec: JobSpec) -> Result<JobHandle, SubmitError> {
+        futures::executor::block_on(self.submit(spec))
+    }
+
+    /// Submits without waiting: [`SubmitError::Busy`] when the intake is full.
+    ///
+    /// # Errors
+    /// [`SubmitError::Busy`], or as [`Engine::submit`].
+    pub fn try_submit(&self, spec: JobSpec) -> Result<JobHandle, SubmitError> {
+        let ctx = self.context(&spec)?;
+        let (tx, rx) = oneshot::channel();
+        // Registered first so the tracker knows the job before any partition ends;
+        // withdrawn (as cancelled, never awaited) if the intake refuses it.
+        futures::executor::block_on(self.inner.tracker.send(Register { ctx: ctx.clone(), done: tx }))
+            .map_err(|_| SubmitError::NotRunning)?;
+        match self.inner.ingest.try_send(WorkItem::new(ctx.clone(), 0, spec.input)) {
+            Ok(()) => Ok(self.handle(&ctx, rx)),
+            Err(e) => {
+                let _ = futures::executor::block_on(self.inner.tracker.send(Cancel(ctx.id)));
+                Err(match e {
+                    SendError::Full(_) => SubmitError::Busy,
+                    SendError::Closed(_) => SubmitError::NotRunning,
+                })
+            }
+        }
+    }
+
+    /// Cancels a job by id; returns whether it was still in flight.
+    pub async fn cancel(&self, id: JobId) -> bool {
+        self.inner.tracker.send(Cancel(id)).await.unwrap_or(false)
+    }
+
+    /// Current metrics of every stage, the host budget and the job counters.
+    pub async fn snapshot(&self) -> EngineSnapshot {
+        let jobs = self.inner.tracker.send(Counts).await.unwrap_or_default();
+        EngineSnapshot {
+            backend: self.inner.backend,
+            uptime: self.inner.started.elapsed(),
+            stages: self.stage_snapshots(),
+            host_budget: self.inner.host_ledger.snapshot(),
+            jobs,
+        }
+    }
+
+    /// [`Engine::snapshot`] from synchronous code.
+    pub fn snapshot_blocking(&self) -> EngineSnapshot {
+        futures::executor::block_on(self.snapshot())
+    }
+
+    /// Stage counters only (no message round trip).
+    pub fn stage_snapshots(&self) -> Vec<StageSnapshot> {
+        self.inner.stages.iter().map(|s| s.metrics().snapshot()).collect()
+    }
+
+    /// The host budget's counters (no message round trip).
+    pub fn host_budget(&self) -> BudgetSnapshot {
+        self.inner.host_ledger.snapshot()
+    }
+
+    /// Ends every job in flight with [`JobError::Shutdown`] and stops all actors.
+    /// Idempotent.
+    pub fn shutdown(&self) {
+        let Some(r) = self.inner.running.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let _ = futures::executor::block_on(self.inner.tracker.send(FailAll));
+        for s in &self.inner.stages {
+            s.close();
+        }
+        r.system.stop();
+        let _ = r.thread.join();
+        info!("engine stopped");
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            r.system.stop();
+            let _ = r.thread.join();
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! Jobs: what is submitted, what flows with every partition, what comes back.
+
+use std::{
+    fmt,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use bellperson::{groth16::Proof, Circuit};
+use blstrs::{Bls12, Scalar};
+use cuzk_srs::ProvingKey;
+use cuzk_synth::{Assignment, SynthError};
+use ff::Field;
+use rand::{rngs::OsRng, SeedableRng};
+use serde::Serialize;
+use tokio::sync::Notify;
+
+use crate::SubmitError;
+
+/// The stages of the pipeline, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageName {
+    Ingest,
+    Synthesize,
+    PrepareMsm,
+    StagePcie,
+    ProveGpu,
+    Assemble,
+    Verify,
+}
+
+impl StageName {
+    /// Every stage, in pipeline order.
+    pub const ALL: [StageName; 7] = [
+        StageName::Ingest,
+        StageName::Synthesize,
+        StageName::PrepareMsm,
+        StageName::StagePcie,
+        StageName::ProveGpu,
+        StageName::Assemble,
+        StageName::Verify,
+    ];
+
+    /// snake_case name, as used in config sections and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageName::Ingest => "ingest",
+            StageName::Synthesize => "synthesize",
+            StageName::PrepareMsm => "prepare_msm",
+            StageName::StagePcie => "stage_pcie",
+            StageName::ProveGpu => "prove_gpu",
+            StageName::Assemble => "assemble",
+            StageName::Verify => "verify",
+        }
+    }
+
+    /// Index into per-stage arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for StageName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for StageName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        StageName::ALL
+            .into_iter()
+            .find(|n| n.as_str() == s)
+            .ok_or_else(|| format!("unknown stage `{s}`"))
+    }
+}
+
+/// A job's id, unique within one engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A cancellation flag shared by a job's partitions; waiters can await it.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<(AtomicBool, Notify)>);
+
+impl CancelToken {
+    /// Sets the flag and wakes every waiter.
+    pub fn cancel(&self) {
+        self.0 .0.store(true, Ordering::SeqCst);
+        self.0 .1.notify_waiters();
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0 .0.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0 .1.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What a fault injection does (tests and drills; see [`JobSpec::with_fault`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The stage's code panics.
+    Panic,
+    /// The stage's code returns an error.
+    Error,
+    /// The stage's code sleeps this long before working (a slow stage).
+    Delay(Duration),
+}
+
+/// A fault injected into one stage for one partition of a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub stage: StageName,
+    /// Partition to hit; `None` hits every partition.
+    pub partition: Option<u32>,
+    pub kind: FaultKind,
+}
+
+/// A circuit with its type erased, synthesized by the Synthesize stage.
+pub trait ErasedCircuit: Send {
+    /// Runs the circuit's synthesis into an assignment.
+    ///
+    /// # Errors
+    /// The circuit's synthesis error.
+    fn synthesize(self: Box<Self>) -> Result<Assignment, SynthError>;
+}
+
+impl<C: Circuit<Scalar> + Send> ErasedCircuit for C {
+    fn synthesize(self: Box<Self>) -> Result<Assignment, SynthError> {
+        cuzk_synth::synthesize(*self)
+    }
+}
+
+/// A boxed circuit.
+pub type BoxedCircuit = Box<dyn ErasedCircuit>;
+
+/// What a job proves.
+pub enum JobInput {
+    /// Arbitrary bellperson circuits over one set of parameters; one partition each.
+    Circuits(Vec<BoxedCircuit>),
+}
+
+impl fmt::Debug for JobInput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobInput::Circuits(c) => write!(f, "Circuits({})", c.len()),
+        }
+    }
+}
+
+/// Randomness `(r, s)` for every partition's proof.
+#[derive(Clone, Debug)]
+pub enum Randomness {
+    /// Fresh from the operating system (production).
+    Os,
+    /// Derived from a seed (reproducible tests and benchmarks).
+    Seeded(u64),
+    /// Given, one pair per partition.
+    Given(Vec<(Scalar, Scalar)>),
+}
+
+/// A job to submit to the [`crate::Engine`].
+pub struct JobSpec {
+    pub(crate) srs: Arc<ProvingKey>,
+    pub(crate) input: JobInput,
+    pub(crate) partitions: usize,
+    pub(crate) randomness: Randomness,
+    pub(crate) priority: i32,
+    pub(crate) fault: Option<Fault>,
+}
+
+impl JobSpec {
+    /// Proves each circuit (a partition each) with `srs`; randomness from the OS.
+    pub fn circuits<C: Circuit<Scalar> + Send + 'static>(srs: Arc<ProvingKey>, circuits: Vec<C>) -> Self {
+        let partitions = circuits.len();
+        let input = JobInput::Circuits(circuits.into_iter().map(|c| Box::new(c) as BoxedCircuit).collect());
+        JobSpec { srs, input, partitions, randomness: Randomness::Os, priority: 0, fault: None }
+    }
+
+    /// Uses these `(r, s)` pairs, one per partition (for byte-reproducible proofs).
+    pub fn with_randomness(mut self, rs: Vec<(Scalar, Scalar)>) -> Self {
+        self.randomness = Randomness::Given(rs);
+        self
+    }
+
+    /// Derives `(r, s)` from `seed`.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.randomness = Randomness::Seeded(seed);
+        self
+    }
+
+    /// Higher values overtake lower ones in every stage queue (default 0).
+    pub fn with_priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Injects a fault into one stage (tests, drills). Not for production.
+    #[doc(hidden)]
+    pub fn with_fault(mut self, fault: Fault) -> Self {
+        self.fault = Some(fault);
+        self
+    }
+
+    /// Number of partitions.
+    pub fn partitions(&self) -> usize {
+        self.partitions
+    }
+
+    pub(crate) fn resolve_randomness(&self) -> Result<Vec<(Scalar, Scalar)>, SubmitError> {
+        let n = self.partitions;
+        Ok(match &self.randomness {
+            Randomness::Given(v) if v.len() != n => {
+                return Err(SubmitError::Invalid(format!(
+                    "{} (r, s) pairs given for {n} partitions",
+                    v.len()
+                )))
+            }
+            Randomness::Given(v) => v.clone(),
+            Randomness::Seeded(seed) => {
+                let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(*seed);
+                (0..n).map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng))).collect()
+            }
+            Randomness::Os => (0..n).map(|_| (Scalar::random(OsRng), Scalar::random(OsRng))).collect(),
+        })
+    }
+}
+
+/// What every partition of a job carries by reference.
+pub struct JobContext {
+    pub id: JobId,
+    pub priority: i32,
+    pub srs: Arc<ProvingKey>,
+    pub randomness: Vec<(Scalar, Scalar)>,
+    pub partitions: usize,
+    pub cancel: CancelToken,
+    pub submitted: Instant,
+    pub fault: Option<Fault>,
+}
+
+impl JobContext {
+    /// The fault to apply in `stage` to `partition`, if any.
+    pub fn fault_for(&self, stage: StageName, partition: u32) -> Option<FaultKind> {
+        self.fault
+            .filter(|f| f.stage == stage && f.partition.is_none_or(|p| p == partition))
+            .map(|f| f.kind)
+    }
+}
+
+impl fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobContext").field("id", &self.id).field("partitions", &self.partitions).finish()
+    }
+}
+
+/// Time one stage spent on a job, summed over its partitions.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StageTiming {
+    /// Time partitions waited in the stage's queue (and for its budget).
+    pub queue_wait: Duration,
+    /// Time the stage's workers spent processing.
+    pub busy: Duration,
+}
+
+/// Per-stage and per-operation timings of a job.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct JobTimings {
+    /// Submission to terminal result.
+    pub total: Duration,
+    /// Indexed by [`StageName::index`].
+    pub stages: [StageTiming; 7],
+    /// Backend operations (NTT, each MSM), summed over partitions.
+    pub ops: Vec<(&'static str, Duration)>,
+}
+
+impl JobTimings {
+    /// Timing of one stage.
+    pub fn stage(&self, s: StageName) -> StageTiming {
+        self.stages[s.index()]
+    }
+
+    pub(crate) fn add_ops(&mut self, ops: &[(&'static str, Duration)]) {
+        for (name, d) in ops {
+            match self.ops.iter_mut().find(|(n, _)| n == name) {
+                Some((_, acc)) => *acc += *d,
+                None => self.ops.push((name, *d)),
+            }
+        }
+    }
+}
+
+/// A finished job.
+#[derive(Clone, Debug)]
+pub struct JobOutput {
+    pub id: JobId,
+    /// One proof per partition, in partition order.
+    pub proofs: Vec<Proof<Bls12>>,
+    pub timings: JobTimings,
+}
+
+impl JobOutput {
+    /// The proofs serialized back to back (192 bytes each), as Filecoin expects.
+    pub fn proof_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.proofs.len() * 192);
+        for p in &self.proofs {
+            p.write(&mut out).expect("writing to a Vec cannot fail");
+        }
+        out
+    }
+}

@@ -1,0 +1,158 @@
+//! Per-stage counters, collected by the stage runtime with atomics (no messages, so
+//! reading them never waits behind work). The metrics endpoint and `cuzk bench` read
+//! [`StageSnapshot`]s.
+
+use std::{
+    sync::atomic::{AtomicU64, Ordering::Relaxed},
+    time::{Duration, Instant},
+};
+
+use serde::Serialize;
+
+use crate::job::StageName;
+
+/// Live counters of one stage.
+#[derive(Debug)]
+pub struct StageMetrics {
+    pub name: StageName,
+    pub workers: usize,
+    pub queue_capacity: usize,
+    epoch: Instant,
+    pub(crate) received: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    pub(crate) emitted: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) cancelled: AtomicU64,
+    pub(crate) panics: AtomicU64,
+    pub(crate) restarts: AtomicU64,
+    pub(crate) busy_ns: AtomicU64,
+    pub(crate) queue_wait_ns: AtomicU64,
+    pub(crate) budget_wait_ns: AtomicU64,
+    pub(crate) queue_len: AtomicU64,
+    pub(crate) queue_peak: AtomicU64,
+    pub(crate) in_flight: AtomicU64,
+    pub(crate) in_flight_peak: AtomicU64,
+    /// ns since `epoch` of the first work start / last work end (+1 so 0 = never).
+    first_start: AtomicU64,
+    last_end: AtomicU64,
+}
+
+impl StageMetrics {
+    pub(crate) fn new(name: StageName, workers: usize, queue_capacity: usize, epoch: Instant) -> Self {
+        StageMetrics {
+            name,
+            workers,
+            queue_capacity,
+            epoch,
+            received: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            emitted: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            restarts: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            queue_wait_ns: AtomicU64::new(0),
+            budget_wait_ns: AtomicU64::new(0),
+            queue_len: AtomicU64::new(0),
+            queue_peak: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            in_flight_peak: AtomicU64::new(0),
+            first_start: AtomicU64::new(0),
+            last_end: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn gauge_up(gauge: &AtomicU64, peak: &AtomicU64) {
+        let v = gauge.fetch_add(1, Relaxed) + 1;
+        peak.fetch_max(v, Relaxed);
+    }
+
+    pub(crate) fn gauge_down(gauge: &AtomicU64) {
+        gauge.fetch_sub(1, Relaxed);
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, d: Duration) {
+        counter.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
+
+    pub(crate) fn work_started(&self, at: Instant) {
+        let ns = at.saturating_duration_since(self.epoch).as_nanos() as u64 + 1;
+        let _ = self.first_start.compare_exchange(0, ns, Relaxed, Relaxed);
+    }
+
+    pub(crate) fn work_ended(&self, at: Instant) {
+        let ns = at.saturating_duration_since(self.epoch).as_nanos() as u64 + 1;
+        self.last_end.fetch_max(ns, Relaxed);
+    }
+
+    /// A consistent-enough copy of the counters.
+    pub fn snapshot(&self) -> StageSnapshot {
+        let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Relaxed));
+        let (first, last) = (self.first_start.load(Relaxed), self.last_end.load(Relaxed));
+        StageSnapshot {
+            stage: self.name,
+            workers: self.workers,
+            queue_capacity: self.queue_capacity,
+            received: self.received.load(Relaxed),
+            completed: self.completed.load(Relaxed),
+            emitted: self.emitted.load(Relaxed),
+            failed: self.failed.load(Relaxed),
+            cancelled: self.cancelled.load(Relaxed),
+            panics: self.panics.load(Relaxed),
+            restarts: self.restarts.load(Relaxed),
+            busy: ns(&self.busy_ns),
+            queue_wait: ns(&self.queue_wait_ns),
+            budget_wait: ns(&self.budget_wait_ns),
+            queue_len: self.queue_len.load(Relaxed),
+            queue_peak: self.queue_peak.load(Relaxed),
+            in_flight: self.in_flight.load(Relaxed),
+            in_flight_peak: self.in_flight_peak.load(Relaxed),
+            active_window: if first == 0 { Duration::ZERO } else { Duration::from_nanos(last.saturating_sub(first)) },
+        }
+    }
+}
+
+/// A copy of one stage's counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct StageSnapshot {
+    pub stage: StageName,
+    /// Configured worker count (credits).
+    pub workers: usize,
+    pub queue_capacity: usize,
+    /// Items taken from the mailbox.
+    pub received: u64,
+    /// Items processed successfully.
+    pub completed: u64,
+    /// Items sent downstream (Ingest emits one per partition).
+    pub emitted: u64,
+    pub failed: u64,
+    /// Items dropped because their job was cancelled or had already failed.
+    pub cancelled: u64,
+    pub panics: u64,
+    pub restarts: u64,
+    /// Sum of processing time over all workers.
+    pub busy: Duration,
+    /// Sum of time items waited in the queue.
+    pub queue_wait: Duration,
+    /// Sum of time workers waited for a memory reservation.
+    pub budget_wait: Duration,
+    pub queue_len: u64,
+    pub queue_peak: u64,
+    pub in_flight: u64,
+    pub in_flight_peak: u64,
+    /// From the first work started to the last work finished.
+    pub active_window: Duration,
+}
+
+impl StageSnapshot {
+    /// Fraction of the stage's worker capacity that was busy over `wall`.
+    pub fn utilization(&self, wall: Duration) -> f64 {
+        let cap = wall.as_secs_f64() * self.workers.max(1) as f64;
+        if cap == 0.0 {
+            0.0
+        } else {
+            (self.busy.as_secs_f64() / cap).min(1.0)
+        }
+    }
+}

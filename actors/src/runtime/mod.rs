@@ -1,0 +1,405 @@
+//! The stage runtime shared by every stage: [`Stage`] is what a stage implements,
+//! [`StageActor`] is how it runs.
+//!
+//! ```text
+//!  upstream workers ──send().await──▶ [mailbox: mailbox_capacity]
+//!                                        │ StageActor::handle: push, or wait for room
+//!                                        ▼
+//!                               [StageQueue: queue_capacity, by priority]
+//!                                        │ pop when free (credits)
+//!                                        ▼
+//!                     `workers` worker tasks: budget reservation → spawn_blocking(process)
+//!                                        │ send().await (blocks while downstream is full)
+//!                                        ▼
+//!                                  next stage / tracker
+//! ```
+//!
+//! Bounds: at most `queue_capacity` items queued, plus one held while the actor waits
+//! for room, plus the mailbox (`mailbox_capacity`, and as in any futures-style channel,
+//! one parked message per sender handle). At most `workers` items in processing.
+
+pub mod queue;
+
+use std::{
+    sync::{atomic::Ordering::Relaxed, Arc, RwLock},
+    time::Instant,
+};
+
+use actix::prelude::*;
+use tracing::{debug, info_span, warn, Instrument};
+
+use crate::{
+    budget::{BudgetActor, Reservation, Reserve},
+    error::StageError,
+    job::{FaultKind, JobContext, JobId, JobTimings, StageName},
+    metrics::StageMetrics,
+    tracker::{JobTracker, PartitionFailed},
+};
+pub use queue::StageQueue;
+
+/// One partition (or, before Ingest splits it, one job) moving between stages.
+pub struct WorkItem<T> {
+    pub job: Arc<JobContext>,
+    pub partition: u32,
+    pub payload: T,
+    /// Host memory held for this partition; returned when dropped.
+    pub reservation: Option<Reservation>,
+    /// Per-stage timings of this partition so far.
+    pub trace: JobTimings,
+    pub(crate) enqueued: Instant,
+}
+
+impl<T: Send + 'static> Message for WorkItem<T> {
+    type Result = ();
+}
+
+impl<T> WorkItem<T> {
+    pub(crate) fn new(job: Arc<JobContext>, partition: u32, payload: T) -> Self {
+        WorkItem { job, partition, payload, reservation: None, trace: JobTimings::default(), enqueued: Instant::now() }
+    }
+
+    /// Replaces the payload, keeping job, partition, reservation and trace.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> WorkItem<U> {
+        let (payload, item) = self.take();
+        item.with(f(payload))
+    }
+
+    /// Splits off the payload.
+    pub fn take(self) -> (T, WorkItem<()>) {
+        let WorkItem { job, partition, payload, reservation, trace, enqueued } = self;
+        (payload, WorkItem { job, partition, payload: (), reservation, trace, enqueued })
+    }
+}
+
+impl WorkItem<()> {
+    /// Attaches a payload.
+    pub fn with<U>(self, payload: U) -> WorkItem<U> {
+        let WorkItem { job, partition, reservation, trace, enqueued, .. } = self;
+        WorkItem { job, partition, payload, reservation, trace, enqueued }
+    }
+}
+
+/// What a stage implements. `process` runs on a blocking worker thread, so it may
+/// use all the CPU it wants (rayon inside is fine).
+pub trait Stage: Send + Sync + Sized + 'static {
+    type In: Send + 'static;
+    type Out: Send + 'static;
+    /// Which stage this is (config section, metric label, error messages).
+    const NAME: StageName;
+
+    /// Host-memory bytes to reserve before `process` runs (0 = none). The runtime
+    /// waits for the reservation (cancellable) and attaches it to the item.
+    ///
+    /// # Errors
+    /// When the item cannot be sized; the partition fails with it.
+    fn reservation_bytes(&self, _item: &WorkItem<Self::In>) -> Result<u64, StageError> {
+        Ok(0)
+    }
+
+    /// Does the stage's work: one item in, one or more out.
+    ///
+    /// # Errors
+    /// Any failure; the partition's job fails with an error naming this stage.
+    fn process(&self, item: WorkItem<Self::In>) -> Result<Vec<WorkItem<Self::Out>>, StageError>;
+}
+
+/// Builds (and on restart, rebuilds) a stage.
+pub type StageFactory<S> = Arc<dyn Fn() -> Result<S, StageError> + Send + Sync>;
+
+/// Sizes of a stage's buffers and pool, from its config section.
+#[derive(Clone, Copy, Debug)]
+pub struct StageLimits {
+    pub mailbox_capacity: usize,
+    pub queue_capacity: usize,
+    pub workers: usize,
+}
+
+/// State shared by the actor and its worker tasks; survives actor restarts.
+struct Shared<S: Stage> {
+    stage: RwLock<Arc<S>>,
+    factory: StageFactory<S>,
+    queue: StageQueue<WorkItem<S::In>>,
+    next: Recipient<WorkItem<S::Out>>,
+    tracker: Addr<JobTracker>,
+    budget: Option<Addr<BudgetActor>>,
+    metrics: Arc<StageMetrics>,
+    limits: StageLimits,
+}
+
+impl<S: Stage> Shared<S> {
+    fn current(&self) -> Arc<S> {
+        self.stage.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Type-erased handle on a stage, for the tracker (purging a finished job's items)
+/// and the engine (metrics, shutdown).
+pub trait StageControl: Send + Sync {
+    fn name(&self) -> StageName;
+    /// Drops every queued item of `job`; returns how many.
+    fn purge(&self, job: JobId) -> usize;
+    fn metrics(&self) -> Arc<StageMetrics>;
+    /// Lets the workers exit once the queue is drained.
+    fn close(&self);
+}
+
+impl<S: Stage> StageControl for Shared<S> {
+    fn name(&self) -> StageName {
+        S::NAME
+    }
+    fn purge(&self, job: JobId) -> usize {
+        let n = self.queue.remove_where(|i| i.job.id == job).len();
+        self.metrics.queue_len.fetch_sub(n as u64, Relaxed);
+        self.metrics.cancelled.fetch_add(n as u64, Relaxed);
+        n
+    }
+    fn metrics(&self) -> Arc<StageMetrics> {
+        self.metrics.clone()
+    }
+    fn close(&self) {
+        self.queue.close();
+    }
+}
+
+/// The actor of one stage: the mailbox in front of the stage's queue, and the
+/// supervised owner of the stage's state.
+pub struct StageActor<S: Stage> {
+    shared: Arc<Shared<S>>,
+    workers_started: bool,
+}
+
+/// Sent by a worker after the stage's code panicked: the actor stops and its
+/// actix `Supervisor` restarts it, rebuilding the stage from its factory.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Restart;
+
+impl<S: Stage> StageActor<S> {
+    /// Starts the stage on `arbiter` under an actix `Supervisor`.
+    ///
+    /// # Errors
+    /// When the factory cannot build the stage.
+    pub fn start(
+        arbiter: &ArbiterHandle,
+        factory: StageFactory<S>,
+        limits: StageLimits,
+        next: Recipient<WorkItem<S::Out>>,
+        tracker: Addr<JobTracker>,
+        budget: Option<Addr<BudgetActor>>,
+        epoch: Instant,
+    ) -> Result<(Addr<Self>, Arc<dyn StageControl>), StageError> {
+        let stage = factory()?;
+        let metrics = Arc::new(StageMetrics::new(S::NAME, limits.workers, limits.queue_capacity, epoch));
+        let shared = Arc::new(Shared {
+            stage: RwLock::new(Arc::new(stage)),
+            factory,
+            queue: StageQueue::new(limits.queue_capacity),
+            next,
+            tracker,
+            budget,
+            metrics,
+            limits,
+        });
+        let control: Arc<dyn StageControl> = shared.clone();
+        let addr = Supervisor::start_in_arbiter(arbiter, move |ctx: &mut Context<Self>| {
+            ctx.set_mailbox_capacity(limits.mailbox_capacity);
+            StageActor { shared, workers_started: false }
+        });
+        Ok((addr, control))
+    }
+}
+
+impl<S: Stage> Actor for StageActor<S> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(self.shared.limits.mailbox_capacity);
+        if !self.workers_started {
+            self.workers_started = true;
+            for w in 0..self.shared.limits.workers {
+                actix_rt::spawn(worker_loop(self.shared.clone(), ctx.address(), w));
+            }
+        }
+    }
+}
+
+impl<S: Stage> Supervised for StageActor<S> {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.shared.metrics.restarts.fetch_add(1, Relaxed);
+        match (self.shared.factory)() {
+            Ok(s) => {
+                *self.shared.stage.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(s);
+                warn!(stage = %S::NAME, "stage actor restarted after a panic");
+            }
+            Err(e) => warn!(stage = %S::NAME, error = %e, "stage restart could not rebuild the stage; keeping the previous instance"),
+        }
+    }
+}
+
+impl<S: Stage> Handler<WorkItem<S::In>> for StageActor<S> {
+    type Result = ();
+
+    fn handle(&mut self, mut item: WorkItem<S::In>, ctx: &mut Context<Self>) {
+        let m = &self.shared.metrics;
+        m.received.fetch_add(1, Relaxed);
+        item.enqueued = Instant::now();
+        let shared = self.shared.clone();
+        let push = move |item: WorkItem<S::In>| {
+            StageMetrics::gauge_up(&shared.metrics.queue_len, &shared.metrics.queue_peak);
+            shared.queue.push(item.job.priority, item);
+        };
+        if self.shared.queue.has_space() {
+            push(item);
+        } else {
+            // Stop reading the mailbox until a worker frees a slot: the mailbox then
+            // fills and upstream senders wait — this is the backpressure.
+            let shared = self.shared.clone();
+            ctx.wait(
+                async move {
+                    shared.queue.wait_space().await;
+                    push(item);
+                }
+                .into_actor(self),
+            );
+        }
+    }
+}
+
+impl<S: Stage> Handler<Restart> for StageActor<S> {
+    type Result = ();
+
+    fn handle(&mut self, _: Restart, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+async fn fail<S: Stage>(shared: &Shared<S>, job: JobId, partition: u32, error: StageError) {
+    shared.metrics.failed.fetch_add(1, Relaxed);
+    // The tracker's mailbox is bounded too; it only does bookkeeping, so this wait is short.
+    let _ = shared.tracker.send(PartitionFailed { job, partition, stage: S::NAME, error }).await;
+}
+
+/// One worker: pops, reserves, processes on a blocking thread, forwards.
+async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>>, worker: usize) {
+    let m = shared.metrics.clone();
+    while let Some(mut item) = shared.queue.pop().await {
+        StageMetrics::gauge_down(&m.queue_len);
+        let waited = item.enqueued.elapsed();
+        StageMetrics::add(&m.queue_wait_ns, waited);
+        item.trace.stages[S::NAME.index()].queue_wait += waited;
+        if item.job.cancel.is_cancelled() {
+            m.cancelled.fetch_add(1, Relaxed);
+            continue;
+        }
+        let (job, partition) = (item.job.id, item.partition);
+        let span = info_span!("stage", stage = S::NAME.as_str(), job = job.0, partition, worker);
+        let stage = shared.current();
+
+        // Reserve memory before allocating; give up the wait if the job is cancelled.
+        let bytes = match stage.reservation_bytes(&item) {
+            Ok(b) => b,
+            Err(e) => {
+                fail(&shared, job, partition, e).await;
+                continue;
+            }
+        };
+        if let (true, Some(budget)) = (bytes > 0, shared.budget.as_ref()) {
+            let t = Instant::now();
+            let granted = tokio::select! {
+                r = budget.send(Reserve { bytes }) => Some(r),
+                _ = item.job.cancel.cancelled() => None,
+            };
+            StageMetrics::add(&m.budget_wait_ns, t.elapsed());
+            item.trace.stages[S::NAME.index()].queue_wait += t.elapsed();
+            match granted {
+                None => {
+                    m.cancelled.fetch_add(1, Relaxed);
+                    continue;
+                }
+                Some(Ok(Ok(r))) => match item.reservation.as_mut() {
+                    Some(held) => held.merge(r),
+                    None => item.reservation = Some(r),
+                },
+                Some(Ok(Err(e))) => {
+                    fail(&shared, job, partition, e.into()).await;
+                    continue;
+                }
+                Some(Err(e)) => {
+                    fail(&shared, job, partition, StageError::Disconnected(e.to_string())).await;
+                    continue;
+                }
+            }
+        }
+
+        StageMetrics::gauge_up(&m.in_flight, &m.in_flight_peak);
+        let started = Instant::now();
+        m.work_started(started);
+        let fault = item.job.fault_for(S::NAME, partition);
+        let work_span = span.clone();
+        let result = actix_rt::task::spawn_blocking(move || {
+            let _e = work_span.enter();
+            match fault {
+                Some(FaultKind::Panic) => panic!("fault injected in stage {}", S::NAME),
+                Some(FaultKind::Error) => return Err(StageError::msg(format!("fault injected in stage {}", S::NAME))),
+                Some(FaultKind::Delay(d)) => std::thread::sleep(d),
+                None => {}
+            }
+            stage.process(item)
+        })
+        .await;
+        let busy = started.elapsed();
+        StageMetrics::add(&m.busy_ns, busy);
+        StageMetrics::gauge_down(&m.in_flight);
+        m.work_ended(Instant::now());
+
+        let outputs = match result {
+            Ok(Ok(outs)) => outs,
+            Ok(Err(e)) => {
+                debug!(parent: &span, error = %e, "stage failed");
+                fail(&shared, job, partition, e).await;
+                continue;
+            }
+            Err(join) => {
+                let msg = if join.is_panic() { panic_message(join.into_panic()) } else { join.to_string() };
+                warn!(parent: &span, panic = %msg, "stage panicked; failing the job and restarting the actor");
+                m.panics.fetch_add(1, Relaxed);
+                fail(&shared, job, partition, StageError::Panicked(msg)).await;
+                // Detached: the mailbox may be full, and this worker must keep draining
+                // the queue for the actor to get to the message.
+                let actor = actor.clone();
+                actix_rt::spawn(async move {
+                    let _ = actor.send(Restart).await;
+                });
+                continue;
+            }
+        };
+        m.completed.fetch_add(1, Relaxed);
+        let share = busy / outputs.len().max(1) as u32;
+        for mut out in outputs {
+            if out.job.cancel.is_cancelled() {
+                m.cancelled.fetch_add(1, Relaxed);
+                continue;
+            }
+            out.trace.stages[S::NAME.index()].busy += share;
+            out.enqueued = Instant::now();
+            let (oj, op) = (out.job.id, out.partition);
+            m.emitted.fetch_add(1, Relaxed);
+            // Waits while the next stage is full: backpressure.
+            if let Err(e) = shared.next.send(out).instrument(span.clone()).await {
+                fail(&shared, oj, op, StageError::Disconnected(e.to_string())).await;
+            }
+        }
+    }
+    debug!(stage = %S::NAME, worker, "worker exits: queue closed");
+}
+

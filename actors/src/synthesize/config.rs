@@ -1,0 +1,33 @@
+use serde::Deserialize;
+
+use crate::runtime::StageLimits;
+
+/// `[synthesize]`: circuit synthesis, the memory-heavy CPU stage.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SynthesizeConfig {
+    /// Partitions waiting in the actor's mailbox once the queue is full.
+    pub mailbox_capacity: usize,
+    /// Partitions waiting for a synthesis slot.
+    pub queue_capacity: usize,
+    /// Most partitions synthesized at once; fewer when the host budget admits fewer.
+    /// 0 = the number of CPU cores.
+    pub max_concurrency: usize,
+}
+
+impl Default for SynthesizeConfig {
+    fn default() -> Self {
+        SynthesizeConfig { mailbox_capacity: 4, queue_capacity: 4, max_concurrency: 0 }
+    }
+}
+
+impl SynthesizeConfig {
+    pub(crate) fn limits(&self) -> StageLimits {
+        let workers = if self.max_concurrency == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        } else {
+            self.max_concurrency
+        };
+        StageLimits { mailbox_capacity: self.mailbox_capacity, queue_capacity: self.queue_capacity, workers }
+    }
+}

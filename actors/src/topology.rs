@@ -1,0 +1,113 @@
+//! The pipeline's topology, declared in one place.
+//!
+//! ```text
+//! submit ─▶ Ingest ─▶ Synthesize ─▶ PrepareMsm ─▶ StagePcie ─▶ ProveGpu ─▶ Assemble ─▶ [Verify] ─▶ JobTracker
+//!                       │ reserves host memory (BudgetActor)          └ returns it
+//! every stage ──PartitionFailed──▶ JobTracker ──purge──▶ every stage queue
+//! ```
+//!
+//! Stages are built from the last to the first, since each needs the address of the
+//! next. Each stage actor runs on its own arbiter (thread); its heavy work runs on
+//! that arbiter's blocking pool.
+
+use std::{sync::Arc, time::Instant};
+
+use actix::prelude::*;
+use cuzk_gpu::Backend;
+
+use crate::{
+    assemble::{Assemble, PartitionProof},
+    budget::{BudgetActor, Ledger},
+    config::Config,
+    error::{EngineError, StageError},
+    ingest::Ingest,
+    prepare_msm::PrepareMsm,
+    prove_gpu::ProveGpu,
+    runtime::{Stage, StageActor, StageControl, StageFactory, StageLimits, WorkItem},
+    stage_pcie::StagePcie,
+    synthesize::Synthesize,
+    tracker::{JobTracker, SetStages},
+    verify::Verify,
+};
+
+/// Handles on the running topology.
+pub struct Topology {
+    /// Where jobs enter.
+    pub ingest: Addr<StageActor<Ingest>>,
+    pub tracker: Addr<JobTracker>,
+    pub budget: Addr<BudgetActor>,
+    pub host_ledger: Arc<Ledger>,
+    /// Every stage, in pipeline order.
+    pub stages: Vec<Arc<dyn StageControl>>,
+    /// Kept so the arbiters (threads) live as long as the topology.
+    pub arbiters: Vec<Arbiter>,
+}
+
+struct Builder {
+    arbiters: Vec<Arbiter>,
+    stages: Vec<Arc<dyn StageControl>>,
+    tracker: Addr<JobTracker>,
+    budget: Addr<BudgetActor>,
+    epoch: Instant,
+}
+
+impl Builder {
+    fn stage<S: Stage>(
+        &mut self,
+        make: impl Fn() -> S + Send + Sync + 'static,
+        limits: StageLimits,
+        next: Recipient<WorkItem<S::Out>>,
+        with_budget: bool,
+    ) -> Result<Addr<StageActor<S>>, EngineError> {
+        let arbiter = Arbiter::new();
+        let factory: StageFactory<S> = Arc::new(move || Ok::<S, StageError>(make()));
+        let budget = with_budget.then(|| self.budget.clone());
+        let (addr, control) =
+            StageActor::start(&arbiter.handle(), factory, limits, next, self.tracker.clone(), budget, self.epoch)
+                .map_err(|e| EngineError::Start(format!("stage {}: {e}", S::NAME)))?;
+        self.arbiters.push(arbiter);
+        self.stages.insert(0, control);
+        Ok(addr)
+    }
+}
+
+/// Builds and starts every actor. Must run inside an actix `System`.
+///
+/// # Errors
+/// [`EngineError`] when the host budget cannot be resolved or a stage cannot start.
+pub fn build(cfg: &Config, backend: Arc<dyn Backend>, epoch: Instant) -> Result<Topology, EngineError> {
+    let host_bytes = cfg.budget.host_bytes().map_err(EngineError::Config)?;
+    let host_ledger = Ledger::new("host", host_bytes);
+
+    let support = Arbiter::new();
+    let ledger = host_ledger.clone();
+    let budget = BudgetActor::start_in_arbiter(&support.handle(), move |_| BudgetActor::new(ledger));
+    let tracker_cap = cfg.tracker.mailbox_capacity;
+    let tracker = JobTracker::start_in_arbiter(&support.handle(), move |ctx: &mut Context<JobTracker>| {
+        ctx.set_mailbox_capacity(tracker_cap);
+        JobTracker::new()
+    });
+    let mut b = Builder { arbiters: vec![support], stages: Vec::new(), tracker: tracker.clone(), budget: budget.clone(), epoch };
+
+    let done: Recipient<WorkItem<PartitionProof>> = tracker.clone().recipient();
+    let after_assemble = if cfg.verify.enabled {
+        b.stage(|| Verify, cfg.verify.limits(), done, false)?.recipient()
+    } else {
+        done
+    };
+    let assemble = b.stage(|| Assemble, cfg.assemble.limits(), after_assemble, false)?;
+    let be = backend.clone();
+    let prove = b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(), assemble.recipient(), false)?;
+    let be = backend;
+    let pcie = b.stage(move || StagePcie { backend: be.clone() }, cfg.stage_pcie.limits(), prove.recipient(), false)?;
+    let b_g2_on_cpu = cfg.prepare_msm.b_g2_on_cpu;
+    let prepare = b.stage(move || PrepareMsm { b_g2_on_cpu }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
+    let synth = b.stage(|| Synthesize, cfg.synthesize.limits(), prepare.recipient(), true)?;
+    let ingest = b.stage(|| Ingest, cfg.ingest.limits(), synth.recipient(), false)?;
+
+    // `try_send`: the tracker was just started and its mailbox is empty.
+    tracker
+        .try_send(SetStages(b.stages.clone()))
+        .map_err(|e| EngineError::Start(format!("tracker: {e}")))?;
+    Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, arbiters: b.arbiters })
+}

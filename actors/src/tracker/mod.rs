@@ -1,0 +1,213 @@
+//! The job tracker: knows every job in flight, collects its partitions' proofs in
+//! order, and gives every job exactly one terminal result (proof, error, cancelled).
+
+use std::{
+    collections::HashMap,
+    sync::Arc,
+};
+
+use actix::prelude::*;
+use bellperson::groth16::Proof;
+use blstrs::Bls12;
+use serde::Serialize;
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use crate::{
+    assemble::PartitionProof,
+    error::{JobError, StageError},
+    job::{JobContext, JobId, JobOutput, JobTimings, StageName},
+    runtime::{StageControl, WorkItem},
+};
+
+/// A job's terminal result.
+pub type JobResult = Result<JobOutput, JobError>;
+
+struct Entry {
+    ctx: Arc<JobContext>,
+    proofs: Vec<Option<Proof<Bls12>>>,
+    remaining: usize,
+    timings: JobTimings,
+    done: oneshot::Sender<JobResult>,
+}
+
+/// Job counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct JobCounts {
+    pub submitted: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+    pub in_flight: u64,
+}
+
+/// Tracks jobs; see the module docs.
+pub struct JobTracker {
+    jobs: HashMap<JobId, Entry>,
+    stages: Vec<Arc<dyn StageControl>>,
+    counts: JobCounts,
+}
+
+impl JobTracker {
+    /// An empty tracker.
+    pub fn new() -> Self {
+        JobTracker { jobs: HashMap::new(), stages: Vec::new(), counts: JobCounts::default() }
+    }
+
+    fn finish(&mut self, id: JobId, result: JobResult) {
+        let Some(e) = self.jobs.remove(&id) else { return };
+        // Stop the job's other partitions: queued ones are dropped now, in-flight ones
+        // at their next stage boundary; their reservations return as they drop.
+        e.ctx.cancel.cancel();
+        for s in &self.stages {
+            s.purge(id);
+        }
+        match &result {
+            Ok(_) => self.counts.succeeded += 1,
+            Err(JobError::Cancelled) => self.counts.cancelled += 1,
+            Err(_) => self.counts.failed += 1,
+        }
+        match &result {
+            Ok(o) => info!(job = id.0, partitions = o.proofs.len(), total_ms = o.timings.total.as_millis() as u64, "job done"),
+            Err(err) => warn!(job = id.0, error = %err, "job ended without a proof"),
+        }
+        // The submitter may have dropped its handle; that is fine.
+        let _ = e.done.send(result);
+    }
+}
+
+impl Default for JobTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Actor for JobTracker {
+    type Context = Context<Self>;
+}
+
+/// Registers the stages whose queues are purged when a job ends.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetStages(pub Vec<Arc<dyn StageControl>>);
+
+impl Handler<SetStages> for JobTracker {
+    type Result = ();
+    fn handle(&mut self, m: SetStages, _: &mut Context<Self>) {
+        self.stages = m.0;
+    }
+}
+
+/// A new job; sent before its first partition enters the pipeline.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Register {
+    pub ctx: Arc<JobContext>,
+    pub done: oneshot::Sender<JobResult>,
+}
+
+impl Handler<Register> for JobTracker {
+    type Result = ();
+    fn handle(&mut self, m: Register, _: &mut Context<Self>) {
+        self.counts.submitted += 1;
+        let n = m.ctx.partitions;
+        self.jobs.insert(
+            m.ctx.id,
+            Entry { ctx: m.ctx, proofs: vec![None; n], remaining: n, timings: JobTimings::default(), done: m.done },
+        );
+    }
+}
+
+/// A partition failed in a stage.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PartitionFailed {
+    pub job: JobId,
+    pub partition: u32,
+    pub stage: StageName,
+    pub error: StageError,
+}
+
+impl Handler<PartitionFailed> for JobTracker {
+    type Result = ();
+    fn handle(&mut self, m: PartitionFailed, _: &mut Context<Self>) {
+        // The first failure decides; later ones (other partitions) find no entry.
+        self.finish(m.job, Err(JobError::Stage { stage: m.stage, partition: m.partition, source: m.error }));
+    }
+}
+
+/// Cancel a job. Returns whether it was still in flight.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Cancel(pub JobId);
+
+impl Handler<Cancel> for JobTracker {
+    type Result = bool;
+    fn handle(&mut self, m: Cancel, _: &mut Context<Self>) -> bool {
+        let found = self.jobs.contains_key(&m.0);
+        self.finish(m.0, Err(JobError::Cancelled));
+        found
+    }
+}
+
+/// Ends every job in flight with [`JobError::Shutdown`].
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct FailAll;
+
+impl Handler<FailAll> for JobTracker {
+    type Result = usize;
+    fn handle(&mut self, _: FailAll, _: &mut Context<Self>) -> usize {
+        let ids: Vec<_> = self.jobs.keys().copied().collect();
+        for id in &ids {
+            self.finish(*id, Err(JobError::Shutdown));
+        }
+        ids.len()
+    }
+}
+
+/// Job counters.
+#[derive(Message)]
+#[rtype(result = "JobCounts")]
+pub struct Counts;
+
+impl Handler<Counts> for JobTracker {
+    type Result = MessageResult<Counts>;
+    fn handle(&mut self, _: Counts, _: &mut Context<Self>) -> Self::Result {
+        let mut c = self.counts.clone();
+        c.in_flight = self.jobs.len() as u64;
+        MessageResult(c)
+    }
+}
+
+/// A finished partition (from Assemble, or Verify when enabled).
+impl Handler<WorkItem<PartitionProof>> for JobTracker {
+    type Result = ();
+    fn handle(&mut self, item: WorkItem<PartitionProof>, _: &mut Context<Self>) {
+        let id = item.job.id;
+        let Some(e) = self.jobs.get_mut(&id) else {
+            // The job already ended (failed or cancelled); drop the straggler.
+            return;
+        };
+        let slot = &mut e.proofs[item.partition as usize];
+        if slot.is_some() {
+            warn!(job = id.0, partition = item.partition, "duplicate partition proof ignored");
+            return;
+        }
+        *slot = Some(item.payload.proof);
+        e.remaining -= 1;
+        for (acc, t) in e.timings.stages.iter_mut().zip(item.trace.stages.iter()) {
+            acc.queue_wait += t.queue_wait;
+            acc.busy += t.busy;
+        }
+        e.timings.add_ops(&item.trace.ops);
+        drop(item.reservation);
+        if e.remaining == 0 {
+            let mut timings = std::mem::take(&mut e.timings);
+            timings.total = e.ctx.submitted.elapsed();
+            let proofs = e.proofs.iter_mut().map(|p| p.take().expect("all partitions present")).collect();
+            self.finish(id, Ok(JobOutput { id, proofs, timings }));
+        }
+    }
+}
+
