@@ -1,1 +1,504 @@
-fn main() {}
+//! The `cuzk` command: `srs`, `prove`, `bench`. See `cuzk --help`.
+
+use std::{
+    io::IsTerminal,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use cuzk::{
+    bench::{self, StreamOutcome},
+    config::Config,
+    Engine, LoadOptions, ProvingKey, SyntheticCircuit, SyntheticSpec,
+};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use tracing::info;
+
+#[derive(Parser)]
+#[command(name = "cuzk", version, about = "Pipelined Groth16 proving engine for Filecoin")]
+struct Cli {
+    /// Configuration file (see the documented config.toml); defaults when absent.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Parameter (SRS) files.
+    Srs {
+        #[command(subcommand)]
+        cmd: SrsCmd,
+    },
+    /// Prove synthetic circuits through the pipeline.
+    Prove(ProveArgs),
+    /// Benchmark the pipeline on a stream of synthetic proofs and report the bottleneck.
+    Bench(BenchArgs),
+}
+
+#[derive(Subcommand)]
+enum SrsCmd {
+    /// Generate random (test-only) parameters for a synthetic circuit.
+    Gen(SrsGenArgs),
+    /// Print the sizes in a parameter file.
+    Info {
+        /// Parameter file in bellperson format.
+        file: PathBuf,
+    },
+}
+
+/// Which synthetic circuit.
+#[derive(Args, Clone)]
+struct CircuitArgs {
+    /// 2^K constraints.
+    #[arg(long, value_name = "K", conflicts_with = "constraints", required_unless_present = "constraints")]
+    synthetic: Option<u32>,
+    /// Exactly N constraints (any N).
+    #[arg(long, value_name = "N")]
+    constraints: Option<usize>,
+    /// Public inputs (not counting ONE).
+    #[arg(long, default_value_t = 2)]
+    public_inputs: usize,
+    /// Fraction of constraints whose A side uses a variable.
+    #[arg(long, default_value_t = 1.0)]
+    a_density: f64,
+    /// Fraction of constraints whose B side uses a variable.
+    #[arg(long, default_value_t = 1.0)]
+    b_density: f64,
+}
+
+impl CircuitArgs {
+    fn spec(&self) -> Result<SyntheticSpec> {
+        let constraints = match (self.synthetic, self.constraints) {
+            (Some(k), None) if k <= 32 => 1usize << k,
+            (Some(k), None) => bail!("--synthetic {k}: at most 32 (BLS12-381's largest NTT domain)"),
+            (None, Some(n)) => n,
+            _ => bail!("give exactly one of --synthetic K or --constraints N"),
+        };
+        let spec = SyntheticSpec {
+            constraints,
+            public_inputs: self.public_inputs,
+            a_density: self.a_density,
+            b_density: self.b_density,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+#[derive(Args)]
+struct SrsGenArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Output file.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Seed of the toxic waste (default: random). Test parameters only.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+#[derive(Args)]
+struct ProveArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Parameter file for this circuit.
+    #[arg(long, value_name = "FILE")]
+    params: PathBuf,
+    /// Number of proofs.
+    #[arg(long, default_value_t = 1)]
+    count: usize,
+    /// Makes witnesses and r/s deterministic (default: random).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write the proofs here, 192 bytes each, in order.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Verify every proof; exit non-zero unless all verify.
+    #[arg(long)]
+    verify: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Prover {
+    /// The cuzk pipeline.
+    Cuzk,
+    /// bellperson's CPU prover (`create_proof_batch`), same circuits and randomness.
+    Bellperson,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Synthetic circuit size 2^K (default: [bench] log2).
+    #[arg(long, value_name = "K")]
+    log2: Option<u32>,
+    /// Proofs in the stream (default: [bench] count).
+    #[arg(long)]
+    count: Option<usize>,
+    /// Witness/randomness seed (default: [bench] seed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Use this parameter file instead of the cached generated one.
+    #[arg(long, value_name = "FILE")]
+    params: Option<PathBuf>,
+    /// Which prover to run.
+    #[arg(long, value_enum, default_value = "cuzk")]
+    prover: Prover,
+    /// Run cuzk and bellperson in turn (separate processes, same circuits, same
+    /// randomness) and print both with the throughput ratio.
+    #[arg(long)]
+    compare: bool,
+    /// Write the result as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// What one bench run reports (and `--compare` reads back from its children).
+#[derive(Serialize, Deserialize)]
+struct BenchResult {
+    prover: Prover,
+    backend: String,
+    constraints: usize,
+    count: usize,
+    wall_s: f64,
+    proofs_per_min: f64,
+    s_per_proof: f64,
+    peak_rss_bytes: u64,
+    verified: usize,
+    /// Proof bytes hash, to check both provers made identical proofs.
+    proofs_digest: String,
+}
+
+fn progress(len: Option<u64>, msg: &str) -> ProgressBar {
+    let pb = match len {
+        Some(n) => ProgressBar::new(n).with_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed_precise} eta {eta}")
+                .expect("static template")
+                .progress_chars("=> "),
+        ),
+        None => {
+            let pb = ProgressBar::new_spinner();
+            pb.enable_steady_tick(Duration::from_millis(200));
+            pb
+        }
+    };
+    pb.set_message(msg.to_string());
+    // Quiet in pipes and CI: progress only on a terminal.
+    if !std::io::stderr().is_terminal() {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb
+}
+
+fn load_config(path: Option<&Path>) -> Result<Config> {
+    Ok(match path {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    })
+}
+
+fn load_params(path: &Path, cfg: &Config) -> Result<Arc<ProvingKey>> {
+    let t = Instant::now();
+    let key = ProvingKey::load(path, LoadOptions { subgroup_checks: cfg.srs.subgroup_checks })?;
+    let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    info!(
+        file = %path.display(),
+        bytes,
+        ms = t.elapsed().as_millis() as u64,
+        gb_per_s = format!("{:.2}", bytes as f64 / 1e9 / t.elapsed().as_secs_f64().max(1e-9)),
+        "parameters loaded"
+    );
+    Ok(Arc::new(key))
+}
+
+fn generate(spec: SyntheticSpec, seed: Option<u64>, out: &Path) -> Result<()> {
+    let pb = progress(None, &format!("generating parameters for {} constraints", spec.constraints));
+    let t = Instant::now();
+    let mut rng = match seed {
+        Some(s) => rand_chacha::ChaCha20Rng::seed_from_u64(s),
+        None => rand_chacha::ChaCha20Rng::from_entropy(),
+    };
+    let key = cuzk::srs::generate_random(SyntheticCircuit::new(spec, 0)?, &mut rng)?;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    key.write(out)?;
+    pb.finish_and_clear();
+    info!(file = %out.display(), constraints = spec.constraints, ms = t.elapsed().as_millis() as u64, "parameters written");
+    Ok(())
+}
+
+fn digest(results: &StreamOutcome) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for r in results.results.iter().flatten() {
+        let mut b = Vec::new();
+        r.0.write(&mut b).expect("vec write");
+        h.update(&b);
+    }
+    format!("{:x}", h.finalize())
+}
+
+fn cmd_prove(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
+    let spec = a.circuit.spec()?;
+    if a.count == 0 {
+        bail!("--count must be at least 1");
+    }
+    let srs = load_params(&a.params, cfg)?;
+    let engine = Engine::start(cfg.engine.clone())?;
+    let seed = a.seed.unwrap_or_else(rand::random);
+    let pb = progress(Some(a.count as u64), "proving");
+    let outcome = bench::run_synthetic_stream(&engine, srs.clone(), spec, a.count, seed, || pb.inc(1));
+    pb.finish_and_clear();
+    engine.shutdown();
+    let failed: Vec<_> = outcome.results.iter().enumerate().filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e))).collect();
+    for (i, e) in &failed {
+        eprintln!("proof {i} failed: {e}");
+    }
+    if let Some(out) = &a.out {
+        let mut bytes = Vec::new();
+        for (p, _) in outcome.results.iter().flatten() {
+            p.write(&mut bytes)?;
+        }
+        std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+    }
+    println!(
+        "{} proofs in {:.2} s ({:.2} s/proof)",
+        outcome.results.len() - failed.len(),
+        outcome.wall.as_secs_f64(),
+        outcome.wall.as_secs_f64() / a.count as f64
+    );
+    if !failed.is_empty() {
+        return Ok(ExitCode::FAILURE);
+    }
+    if a.verify {
+        let (ok, bad) = bench::verify_all(&srs.vk, &outcome);
+        for b in &bad {
+            eprintln!("{b}");
+        }
+        println!("verified {ok}/{}", a.count);
+        if ok != a.count {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<ExitCode> {
+    let b = &cfg.bench;
+    let log2 = a.log2.unwrap_or(b.log2);
+    let count = a.count.unwrap_or(b.count);
+    let seed = a.seed.unwrap_or(b.seed);
+    if count == 0 {
+        bail!("--count must be at least 1");
+    }
+    let spec = SyntheticSpec {
+        constraints: 1usize.checked_shl(log2).filter(|_| log2 <= 32).context("--log2 at most 32")?,
+        public_inputs: b.public_inputs,
+        a_density: b.a_density,
+        b_density: b.b_density,
+    };
+    spec.validate()?;
+    let params = match &a.params {
+        Some(p) => p.clone(),
+        None => {
+            let p = cfg.srs.cache_dir().join(format!(
+                "synthetic-{}-{}-{}-{}.params",
+                spec.constraints, spec.public_inputs, spec.a_density, spec.b_density
+            ));
+            if !p.exists() {
+                info!(file = %p.display(), "no cached parameters for this circuit; generating them once");
+                generate(spec, None, &p)?;
+            }
+            p
+        }
+    };
+    if a.compare {
+        return bench_compare(config_path, &a, log2, count, seed, &params);
+    }
+    let srs = load_params(&params, cfg)?;
+    let result = match a.prover {
+        Prover::Cuzk => {
+            let engine = Engine::start(cfg.engine.clone())?;
+            let pb = progress(Some(count as u64), "proving");
+            let outcome = bench::run_synthetic_stream(&engine, srs.clone(), spec, count, seed, || pb.inc(1));
+            pb.finish_and_clear();
+            let snap = engine.snapshot_blocking();
+            engine.shutdown();
+            let (verified, bad) = bench::verify_all(&srs.vk, &outcome);
+            for x in &bad {
+                eprintln!("{x}");
+            }
+            println!("\n{}", bench::stage_table(&snap, outcome.wall));
+            println!("{}", bench::ops_table(&outcome.ops, count));
+            if let Some(v) = bench::verdict(&snap, outcome.wall) {
+                println!("bottleneck: {} — {}", v.stage, v.reason);
+            }
+            println!(
+                "host budget: {} capacity, peak {} reserved, {} waits",
+                bench::fmt_bytes(snap.host_budget.capacity),
+                bench::fmt_bytes(snap.host_budget.peak),
+                snap.host_budget.waits
+            );
+            BenchResult {
+                prover: Prover::Cuzk,
+                backend: snap.backend.to_string(),
+                constraints: spec.constraints,
+                count,
+                wall_s: outcome.wall.as_secs_f64(),
+                proofs_per_min: count as f64 * 60.0 / outcome.wall.as_secs_f64(),
+                s_per_proof: outcome.wall.as_secs_f64() / count as f64,
+                peak_rss_bytes: bench::peak_rss_bytes().unwrap_or(0),
+                verified,
+                proofs_digest: digest(&outcome),
+            }
+        }
+        Prover::Bellperson => {
+            let pb = progress(None, "bellperson create_proof_batch");
+            let (wall, proofs) = bench::run_bellperson_baseline(&srs, spec, count, seed)?;
+            pb.finish_and_clear();
+            let results = proofs
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| Ok((p, SyntheticCircuit { spec, seed: seed.wrapping_add(i as u64) }.public_inputs())))
+                .collect();
+            let outcome = StreamOutcome { wall, results, ops: Vec::new() };
+            let (verified, _) = bench::verify_all(&srs.vk, &outcome);
+            BenchResult {
+                prover: Prover::Bellperson,
+                backend: "cpu".into(),
+                constraints: spec.constraints,
+                count,
+                wall_s: wall.as_secs_f64(),
+                proofs_per_min: count as f64 * 60.0 / wall.as_secs_f64(),
+                s_per_proof: wall.as_secs_f64() / count as f64,
+                peak_rss_bytes: bench::peak_rss_bytes().unwrap_or(0),
+                verified,
+                proofs_digest: digest(&outcome),
+            }
+        }
+    };
+    println!(
+        "{} ({}): {} proofs of 2^{log2} constraints in {:.2} s = {:.1} proofs/min ({:.3} s/proof), {} verified, peak RSS {}",
+        match result.prover {
+            Prover::Cuzk => "cuzk",
+            Prover::Bellperson => "bellperson",
+        },
+        result.backend,
+        count,
+        result.wall_s,
+        result.proofs_per_min,
+        result.s_per_proof,
+        result.verified,
+        bench::fmt_bytes(result.peak_rss_bytes)
+    );
+    if let Some(j) = &a.json {
+        std::fs::write(j, serde_json::to_vec_pretty(&result)?)?;
+    }
+    Ok(if result.verified == count { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Runs both provers as child processes (so each one's peak RSS is its own).
+fn bench_compare(config: Option<&Path>, a: &BenchArgs, log2: u32, count: usize, seed: u64, params: &Path) -> Result<ExitCode> {
+    let exe = std::env::current_exe()?;
+    let dir = std::env::temp_dir();
+    let mut results = Vec::new();
+    for prover in ["cuzk", "bellperson"] {
+        let json = dir.join(format!("cuzk-bench-{}-{prover}.json", std::process::id()));
+        let mut cmd = std::process::Command::new(&exe);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        cmd.args(["bench", "--prover", prover, "--log2", &log2.to_string(), "--count", &count.to_string()])
+            .args(["--seed", &seed.to_string(), "--params"])
+            .arg(params)
+            .arg("--json")
+            .arg(&json);
+        println!("== {prover} ==");
+        let status = cmd.status().with_context(|| format!("running {}", exe.display()))?;
+        if !status.success() {
+            bail!("{prover} run failed ({status})");
+        }
+        let r: BenchResult = serde_json::from_slice(&std::fs::read(&json)?)?;
+        let _ = std::fs::remove_file(&json);
+        results.push(r);
+    }
+    let (c, b) = (&results[0], &results[1]);
+    println!("\n== comparison: {count} proofs of 2^{log2} constraints ==");
+    println!("{:<12} {:>10} {:>12} {:>12} {:>14}", "prover", "wall s", "proofs/min", "s/proof", "peak RSS");
+    for r in &results {
+        println!(
+            "{:<12} {:>10.2} {:>12.1} {:>12.3} {:>14}",
+            if r.prover == Prover::Cuzk { format!("cuzk/{}", r.backend) } else { "bellperson".into() },
+            r.wall_s,
+            r.proofs_per_min,
+            r.s_per_proof,
+            bench::fmt_bytes(r.peak_rss_bytes)
+        );
+    }
+    println!(
+        "throughput ratio cuzk/bellperson: {:.2}x; peak RSS ratio: {:.2}x; identical proof bytes: {}",
+        c.proofs_per_min / b.proofs_per_min,
+        c.peak_rss_bytes as f64 / b.peak_rss_bytes.max(1) as f64,
+        c.proofs_digest == b.proofs_digest
+    );
+    if let Some(j) = &a.json {
+        std::fs::write(j, serde_json::to_vec_pretty(&results)?)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_srs(cfg: &Config, cmd: SrsCmd) -> Result<ExitCode> {
+    match cmd {
+        SrsCmd::Gen(a) => generate(a.circuit.spec()?, a.seed, &a.out)?,
+        SrsCmd::Info { file } => {
+            let k = load_params(&file, cfg)?;
+            println!(
+                "{}: inputs {} (with ONE), domain {} (2^{}), h {}, l {}, a {}, b_g1 {}, b_g2 {}, {} decoded",
+                file.display(),
+                k.num_inputs(),
+                k.domain_size(),
+                k.domain_size().trailing_zeros(),
+                k.h.len(),
+                k.l.len(),
+                k.a.len(),
+                k.b_g1.len(),
+                k.b_g2.len(),
+                bench::fmt_bytes(k.heap_bytes())
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let cfg = match load_config(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    cuzk::logging::init(&cfg.log);
+    let res = match cli.cmd {
+        Cmd::Srs { cmd } => cmd_srs(&cfg, cmd),
+        Cmd::Prove(a) => cmd_prove(&cfg, a),
+        Cmd::Bench(a) => cmd_bench(&cfg, cli.config.as_deref(), a),
+    };
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -301,7 +301,8 @@ impl JobTimings {
         self.stages[s.index()]
     }
 
-    pub(crate) fn add_ops(&mut self, ops: &[(&'static str, Duration)]) {
+    /// Adds operation durations by name.
+    pub fn add_ops(&mut self, ops: &[(&'static str, Duration)]) {
         for (name, d) in ops {
             match self.ops.iter_mut().find(|(n, _)| n == name) {
                 Some((_, acc)) => *acc += *d,

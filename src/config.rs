@@ -1,0 +1,175 @@
+//! The whole `config.toml`: the engine's sections plus the binary's own (`[log]`,
+//! `[srs]`, `[bench]`). Unknown sections and fields are errors.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::EngineConfig;
+
+/// `[log]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// tracing filter: "error", "warn", "info", "debug", "trace", or directives like
+    /// "cuzk_actors=debug,info". `RUST_LOG` overrides it.
+    pub level: String,
+    /// "text" or "json".
+    pub format: LogFormat,
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { level: "info".into(), format: LogFormat::Text }
+    }
+}
+
+/// `[srs]`: parameter files.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SrsConfig {
+    /// Where generated test parameters are cached; empty = `$XDG_CACHE_HOME/cuzk`
+    /// or `~/.cache/cuzk`.
+    pub cache_dir: PathBuf,
+    /// Check every point's subgroup membership when loading (slower).
+    pub subgroup_checks: bool,
+}
+
+impl Default for SrsConfig {
+    fn default() -> Self {
+        SrsConfig { cache_dir: PathBuf::new(), subgroup_checks: false }
+    }
+}
+
+impl SrsConfig {
+    /// The cache directory with the default resolved.
+    pub fn cache_dir(&self) -> PathBuf {
+        if !self.cache_dir.as_os_str().is_empty() {
+            return self.cache_dir.clone();
+        }
+        if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+            return PathBuf::from(x).join("cuzk");
+        }
+        match std::env::var_os("HOME") {
+            Some(h) => PathBuf::from(h).join(".cache").join("cuzk"),
+            None => std::env::temp_dir().join("cuzk-cache"),
+        }
+    }
+}
+
+/// `[bench]`: what `cuzk bench` runs without arguments.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BenchConfig {
+    /// Synthetic circuit size: 2^log2 constraints.
+    pub log2: u32,
+    /// Proofs in the stream.
+    pub count: usize,
+    /// Public inputs of the synthetic circuit.
+    pub public_inputs: usize,
+    /// Fraction of constraints using a variable in A / in B.
+    pub a_density: f64,
+    pub b_density: f64,
+    /// Seed of witnesses and randomness.
+    pub seed: u64,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig { log2: 14, count: 16, public_inputs: 2, a_density: 1.0, b_density: 1.0, seed: 0 }
+    }
+}
+
+/// Everything in `config.toml`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    pub engine: EngineConfig,
+    pub log: LogConfig,
+    pub srs: SrsConfig,
+    pub bench: BenchConfig,
+}
+
+/// A config file that could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {msg}")]
+pub struct ConfigError {
+    pub path: String,
+    pub msg: String,
+}
+
+impl Config {
+    /// Parses TOML text; `origin` names it in errors.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the section/field that is wrong.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let err = |msg: String| ConfigError { path: origin.to_string(), msg };
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| err(e.to_string()))?;
+        fn take<T: for<'de> Deserialize<'de> + Default>(
+            t: &mut toml::Table,
+            key: &str,
+        ) -> Result<T, String> {
+            match t.remove(key) {
+                None => Ok(T::default()),
+                Some(v) => v.try_into().map_err(|e: toml::de::Error| format!("[{key}]: {e}")),
+            }
+        }
+        let log = take(&mut table, "log").map_err(err)?;
+        let srs = take(&mut table, "srs").map_err(err)?;
+        let bench = take(&mut table, "bench").map_err(err)?;
+        for key in table.keys() {
+            if !cuzk_actors::config::SECTIONS.contains(&key.as_str()) {
+                return Err(err(format!(
+                    "unknown section [{key}]; known: log, srs, bench, {}",
+                    cuzk_actors::config::SECTIONS.join(", ")
+                )));
+            }
+        }
+        let engine = EngineConfig::from_toml(&toml::to_string(&table).map_err(|e| err(e.to_string()))?)
+            .map_err(|e| err(e.to_string()))?;
+        Ok(Config { engine, log, srs, bench })
+    }
+
+    /// Reads a config file.
+    ///
+    /// # Errors
+    /// [`ConfigError`] if unreadable or invalid.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError { path: path.display().to_string(), msg: e.to_string() })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_config_is_the_default() {
+        let text = include_str!("../config.toml");
+        let parsed = Config::parse(text, "config.toml").unwrap();
+        assert_eq!(parsed, Config::default(), "config.toml must document exactly the defaults");
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = Config::parse("[nonsense]\nx = 1\n", "t").unwrap_err().to_string();
+        assert!(e.contains("unknown section [nonsense]"), "{e}");
+        let e = Config::parse("[log]\nlevle = \"debug\"\n", "t").unwrap_err().to_string();
+        assert!(e.contains("levle"), "{e}");
+        let e = Config::parse("[budget]\nhost_memory = -1\n", "t").unwrap_err().to_string();
+        assert!(e.contains("negative"), "{e}");
+        let e = Config::parse("[synthesize\n", "t").unwrap_err().to_string();
+        assert!(e.starts_with("t: "), "{e}");
+    }
+}
