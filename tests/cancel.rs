@@ -1,0 +1,79 @@
+//! Cancellation of queued and in-flight jobs: the result is `Cancelled`, the
+//! reservations come back, other jobs finish.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use cuzk::{
+    actors::{Fault, FaultKind},
+    Engine, JobError, JobSpec, StageName, SyntheticCircuit,
+};
+
+fn wait_budget_free(engine: &Engine) {
+    let t = Instant::now();
+    while engine.host_budget().used != 0 {
+        assert!(t.elapsed() < Duration::from_secs(20), "reservations not returned: {:?}", engine.host_budget());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn cancel_in_flight_and_queued() {
+    let engine = Engine::start(small_config()).unwrap();
+    let spec = spec(256, 1, 1.0, 1.0);
+    let srs = params(spec);
+    let slow = Fault { stage: StageName::ProveGpu, partition: None, kind: FaultKind::Delay(Duration::from_millis(300)) };
+    let circuits = |seed: u64, n: u64| (0..n).map(|i| SyntheticCircuit::new(spec, seed + i).unwrap()).collect::<Vec<_>>();
+
+    // In flight: 4 partitions, each slow in ProveGpu; cancel once synthesis reserved memory.
+    let inflight = engine.submit_blocking(JobSpec::circuits(srs.clone(), circuits(0, 4)).with_fault(slow)).unwrap();
+    // Queued behind it.
+    let queued = engine.submit_blocking(JobSpec::circuits(srs.clone(), circuits(10, 4)).with_fault(slow)).unwrap();
+    let innocent = engine.submit_blocking(JobSpec::circuits(srs.clone(), circuits(20, 2))).unwrap();
+    let t = Instant::now();
+    while engine.host_budget().used == 0 {
+        assert!(t.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (c1, c2) = (inflight.canceller(), queued.canceller());
+    c2.cancel_blocking();
+    c1.cancel_blocking();
+    assert!(matches!(inflight.wait_blocking(), Err(JobError::Cancelled)));
+    assert!(matches!(queued.wait_blocking(), Err(JobError::Cancelled)));
+    assert_eq!(innocent.wait_blocking().unwrap().proofs.len(), 2);
+    wait_budget_free(&engine);
+    // Cancelling a finished job changes nothing.
+    let done = engine.submit_blocking(JobSpec::circuits(srs.clone(), circuits(30, 1))).unwrap();
+    let c = done.canceller();
+    done.wait_blocking().unwrap();
+    c.cancel_blocking();
+    let snap = engine.snapshot_blocking();
+    assert_eq!((snap.jobs.cancelled, snap.jobs.succeeded, snap.jobs.in_flight), (2, 2, 0));
+    engine.shutdown();
+}
+
+#[test]
+fn shutdown_ends_every_job() {
+    let engine = Engine::start(small_config()).unwrap();
+    let spec = spec(256, 1, 1.0, 1.0);
+    let srs = params(spec);
+    let slow = Fault { stage: StageName::Synthesize, partition: None, kind: FaultKind::Delay(Duration::from_millis(200)) };
+    let handles: Vec<_> = (0..4)
+        .map(|i| engine.submit_blocking(JobSpec::circuits(srs.clone(), vec![SyntheticCircuit::new(spec, i).unwrap()]).with_fault(slow)).unwrap())
+        .collect();
+    engine.shutdown();
+    for h in handles {
+        // Each job has exactly one terminal result: a proof if it made it, else Shutdown.
+        match h.wait_blocking() {
+            Ok(o) => assert_eq!(o.proofs.len(), 1),
+            Err(JobError::Shutdown) => {}
+            Err(e) => panic!("unexpected {e}"),
+        }
+    }
+    assert!(matches!(
+        engine.submit_blocking(JobSpec::circuits(srs, vec![SyntheticCircuit::new(spec, 9).unwrap()])),
+        Err(cuzk::SubmitError::NotRunning)
+    ));
+}

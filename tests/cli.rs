@@ -1,0 +1,73 @@
+//! The `cuzk` binary end to end: srs gen, prove --verify, bench, and its errors.
+
+use std::process::Command;
+
+fn cuzk() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cuzk"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+fn run(c: &mut Command) -> (bool, String, String) {
+    let o = c.output().unwrap();
+    (o.status.success(), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+}
+
+#[test]
+fn gen_prove_verify_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = dir.path().join("p.params");
+    let (ok, _, err) = run(cuzk().args(["srs", "gen", "--constraints", "500", "--public-inputs", "3", "--seed", "1", "--out"]).arg(&params));
+    assert!(ok, "{err}");
+    let (ok, out, err) = run(cuzk().args(["srs", "info"]).arg(&params));
+    assert!(ok && out.contains("inputs 4") && out.contains("2^9"), "{out}{err}");
+
+    let proofs = dir.path().join("proofs.bin");
+    let prove = |extra: &[&str]| {
+        let mut c = cuzk();
+        c.args(["prove", "--constraints", "500", "--public-inputs", "3", "--count", "3", "--seed", "5", "--verify", "--params"])
+            .arg(&params)
+            .args(extra);
+        c
+    };
+    let (ok, out, err) = run(&mut prove(&["--out", proofs.to_str().unwrap()]));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("verified 3/3"), "{out}");
+    let first = std::fs::read(&proofs).unwrap();
+    assert_eq!(first.len(), 3 * 192);
+    // --seed makes the proofs deterministic.
+    let (ok, _, _) = run(&mut prove(&["--out", proofs.to_str().unwrap()]));
+    assert!(ok);
+    assert_eq!(std::fs::read(&proofs).unwrap(), first);
+
+    // Parameters for another circuit: clear error, non-zero exit.
+    let (ok, out, err) =
+        run(cuzk().args(["prove", "--constraints", "900", "--public-inputs", "3", "--verify", "--params"]).arg(&params));
+    assert!(!ok);
+    assert!(err.contains("parameters do not match the circuit"), "{out}{err}");
+
+    // bench with a config file pointing the cache into the temp dir.
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, format!("[srs]\ncache_dir = {:?}\n[bench]\nlog2 = 8\ncount = 4\n", dir.path().join("cache"))).unwrap();
+    let (ok, out, err) = run(cuzk().arg("--config").arg(&cfg).arg("bench"));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("bottleneck:") && out.contains("4 verified"), "{out}");
+    assert!(out.contains("prove_gpu") && out.contains("msm_h"), "{out}");
+}
+
+#[test]
+fn errors_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[budget]\nhost_memory = -1\n").unwrap();
+    let (ok, _, err) = run(cuzk().arg("--config").arg(&cfg).arg("bench"));
+    assert!(!ok && err.contains("bad.toml") && err.contains("negative"), "{err}");
+    let (ok, _, err) = run(cuzk().args(["prove", "--synthetic", "8", "--params", "/nonexistent.params"]));
+    assert!(!ok && err.contains("/nonexistent.params"), "{err}");
+    let junk = dir.path().join("junk.params");
+    std::fs::write(&junk, b"not parameters").unwrap();
+    let (ok, _, err) = run(cuzk().args(["srs", "info"]).arg(&junk));
+    assert!(!ok && err.contains("truncated"), "{err}");
+    let (ok, _, err) = run(cuzk().args(["srs", "gen", "--constraints", "2", "--public-inputs", "5", "--out", "/tmp/x"]));
+    assert!(!ok && err.contains("too small"), "{err}");
+}
