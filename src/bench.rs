@@ -12,11 +12,14 @@ use serde::Serialize;
 
 use crate::{Engine, EngineSnapshot, JobError, JobSpec, ProvingKey, SubmitError, SyntheticCircuit, SyntheticSpec};
 
+/// One job's proof and the public inputs it verifies against, or its error.
+pub type ProofResult = Result<(Proof<Bls12>, Vec<Scalar>), String>;
+
 /// What one stream produced.
 pub struct StreamOutcome {
     pub wall: Duration,
     /// Per job, in submission order: the proof and its public inputs, or the error.
-    pub results: Vec<Result<(Proof<Bls12>, Vec<Scalar>), String>>,
+    pub results: Vec<ProofResult>,
     /// Backend operations (NTT, MSMs, B_G2 on CPU) summed over all jobs.
     pub ops: Vec<(&'static str, Duration)>,
 }
@@ -140,12 +143,7 @@ pub fn verdict(snap: &EngineSnapshot, wall: Duration) -> Option<Verdict> {
     active.sort_by(|a, b| b.utilization(wall).total_cmp(&a.utilization(wall)));
     let top = *active.first()?;
     let u = top.utilization(wall);
-    let mut reason = format!(
-        "{} busy {:.0}% of the time across its {} worker(s)",
-        top.stage,
-        u * 100.0,
-        top.workers
-    );
+    let mut reason = format!("{} busy {:.0}% of the time across its {} worker(s)", top.stage, u * 100.0, top.workers);
     if let Some(next) = active.get(1) {
         reason += &format!("; next busiest: {} at {:.0}%", next.stage, next.utilization(wall) * 100.0);
     }

@@ -114,10 +114,7 @@ impl Config {
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let err = |msg: String| ConfigError { path: origin.to_string(), msg };
         let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| err(e.to_string()))?;
-        fn take<T: for<'de> Deserialize<'de> + Default>(
-            t: &mut toml::Table,
-            key: &str,
-        ) -> Result<T, String> {
+        fn take<T: for<'de> Deserialize<'de> + Default>(t: &mut toml::Table, key: &str) -> Result<T, String> {
             match t.remove(key) {
                 None => Ok(T::default()),
                 Some(v) => v.try_into().map_err(|e: toml::de::Error| format!("[{key}]: {e}")),

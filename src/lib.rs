@@ -31,14 +31,14 @@ use std::sync::Arc;
 
 use blstrs::Scalar;
 
+pub use cuzk_actors as actors;
 pub use cuzk_actors::{
     Config as EngineConfig, Engine, EngineError, EngineSnapshot, JobError, JobHandle, JobId, JobOutput, JobSpec,
     JobTimings, StageName, SubmitError,
 };
+pub use cuzk_gpu as gpu;
 pub use cuzk_srs::{self as srs, LoadOptions, ProvingKey};
 pub use cuzk_synth::{SyntheticCircuit, SyntheticSpec};
-pub use cuzk_gpu as gpu;
-pub use cuzk_actors as actors;
 
 /// Errors of [`prove_circuits`].
 #[derive(Debug, thiserror::Error)]

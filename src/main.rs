@@ -259,7 +259,8 @@ fn cmd_prove(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
     let outcome = bench::run_synthetic_stream(&engine, srs.clone(), spec, a.count, seed, || pb.inc(1));
     pb.finish_and_clear();
     engine.shutdown();
-    let failed: Vec<_> = outcome.results.iter().enumerate().filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e))).collect();
+    let failed: Vec<_> =
+        outcome.results.iter().enumerate().filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e))).collect();
     for (i, e) in &failed {
         eprintln!("proof {i} failed: {e}");
     }
@@ -407,7 +408,14 @@ fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<E
 }
 
 /// Runs both provers as child processes (so each one's peak RSS is its own).
-fn bench_compare(config: Option<&Path>, a: &BenchArgs, log2: u32, count: usize, seed: u64, params: &Path) -> Result<ExitCode> {
+fn bench_compare(
+    config: Option<&Path>,
+    a: &BenchArgs,
+    log2: u32,
+    count: usize,
+    seed: u64,
+    params: &Path,
+) -> Result<ExitCode> {
     let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir();
     let mut results = Vec::new();

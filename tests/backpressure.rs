@@ -46,7 +46,13 @@ fn slow_downstream_stops_intake() {
             let mut samples = 0;
             while !finished.load(Ordering::SeqCst) {
                 for s in engine.stage_snapshots() {
-                    assert!(s.queue_len <= s.queue_capacity as u64, "{}: queue {} > {}", s.stage, s.queue_len, s.queue_capacity);
+                    assert!(
+                        s.queue_len <= s.queue_capacity as u64,
+                        "{}: queue {} > {}",
+                        s.stage,
+                        s.queue_len,
+                        s.queue_capacity
+                    );
                     assert!(s.in_flight <= s.workers as u64, "{}: in flight {} > {}", s.stage, s.in_flight, s.workers);
                 }
                 // Jobs registered and not finished (includes the one a blocked submit holds).
@@ -67,7 +73,9 @@ fn slow_downstream_stops_intake() {
                 .map(|i| {
                     let c = SyntheticCircuit::new(spec, i as u64).unwrap();
                     let inputs = c.public_inputs();
-                    let h = engine.submit_blocking(JobSpec::circuits(srs.clone(), vec![c]).with_seed(i as u64).with_fault(slow)).unwrap();
+                    let h = engine
+                        .submit_blocking(JobSpec::circuits(srs.clone(), vec![c]).with_seed(i as u64).with_fault(slow))
+                        .unwrap();
                     accepted.fetch_add(1, Ordering::SeqCst);
                     (h, inputs)
                 })
@@ -91,7 +99,11 @@ fn slow_downstream_stops_intake() {
         }
     }
     assert!(busy, "intake never reported Busy while downstream was slow");
-    assert!(accepted.load(Ordering::SeqCst) < JOBS / 2, "intake did not stop: {} accepted", accepted.load(Ordering::SeqCst));
+    assert!(
+        accepted.load(Ordering::SeqCst) < JOBS / 2,
+        "intake did not stop: {} accepted",
+        accepted.load(Ordering::SeqCst)
+    );
 
     let handles = submitter.join().unwrap();
     for (h, inputs) in handles {
@@ -107,9 +119,24 @@ fn slow_downstream_stops_intake() {
     // (plus one parked message per sender: the upstream workers), and its workers.
     let limits = [
         (cfg.ingest.queue_capacity, cfg.ingest.mailbox_capacity, cfg.ingest.workers, 1),
-        (cfg.synthesize.queue_capacity, cfg.synthesize.mailbox_capacity, cfg.synthesize.max_concurrency, cfg.ingest.workers),
-        (cfg.prepare_msm.queue_capacity, cfg.prepare_msm.mailbox_capacity, cfg.prepare_msm.workers, cfg.synthesize.max_concurrency),
-        (cfg.stage_pcie.queue_capacity, cfg.stage_pcie.mailbox_capacity, cfg.stage_pcie.workers, cfg.prepare_msm.workers),
+        (
+            cfg.synthesize.queue_capacity,
+            cfg.synthesize.mailbox_capacity,
+            cfg.synthesize.max_concurrency,
+            cfg.ingest.workers,
+        ),
+        (
+            cfg.prepare_msm.queue_capacity,
+            cfg.prepare_msm.mailbox_capacity,
+            cfg.prepare_msm.workers,
+            cfg.synthesize.max_concurrency,
+        ),
+        (
+            cfg.stage_pcie.queue_capacity,
+            cfg.stage_pcie.mailbox_capacity,
+            cfg.stage_pcie.workers,
+            cfg.prepare_msm.workers,
+        ),
         (cfg.prove_gpu.queue_capacity, cfg.prove_gpu.mailbox_capacity, cfg.prove_gpu.workers, cfg.stage_pcie.workers),
         (cfg.assemble.queue_capacity, cfg.assemble.mailbox_capacity, cfg.assemble.workers, cfg.prove_gpu.workers),
     ];

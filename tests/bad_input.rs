@@ -7,7 +7,9 @@ use std::io::Write;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
 use common::*;
-use cuzk::{config::Config, Engine, JobError, JobSpec, LoadOptions, ProvingKey, StageName, SubmitError, SyntheticCircuit};
+use cuzk::{
+    config::Config, Engine, JobError, JobSpec, LoadOptions, ProvingKey, StageName, SubmitError, SyntheticCircuit,
+};
 use ff::Field;
 
 fn write_params(k: &ProvingKey) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
@@ -97,7 +99,8 @@ fn bad_jobs_fail_alone() {
     let good = |seed| JobSpec::circuits(srs_a.clone(), vec![SyntheticCircuit::new(a, seed).unwrap()]);
 
     // Parameters for another circuit.
-    let h = engine.submit_blocking(JobSpec::circuits(srs_b.clone(), vec![SyntheticCircuit::new(a, 1).unwrap()])).unwrap();
+    let h =
+        engine.submit_blocking(JobSpec::circuits(srs_b.clone(), vec![SyntheticCircuit::new(a, 1).unwrap()])).unwrap();
     let ok = engine.submit_blocking(good(1)).unwrap();
     let e = h.wait_blocking().unwrap_err();
     assert_eq!(e.stage(), Some(StageName::Synthesize));

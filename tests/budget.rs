@@ -62,10 +62,13 @@ fn oversized_partition_fails_at_once_and_others_finish() {
     cfg.budget.host_memory = MemoryLimit::Bytes(ByteSize(budget));
     let engine = Engine::start(cfg).unwrap();
 
-    let ok1 = engine.submit_blocking(JobSpec::circuits(small_srs.clone(), vec![SyntheticCircuit::new(small, 1).unwrap()])).unwrap();
+    let ok1 = engine
+        .submit_blocking(JobSpec::circuits(small_srs.clone(), vec![SyntheticCircuit::new(small, 1).unwrap()]))
+        .unwrap();
     let t = Instant::now();
     let bad = engine.submit_blocking(JobSpec::circuits(big_srs, vec![SyntheticCircuit::new(big, 1).unwrap()])).unwrap();
-    let ok2 = engine.submit_blocking(JobSpec::circuits(small_srs, vec![SyntheticCircuit::new(small, 2).unwrap()])).unwrap();
+    let ok2 =
+        engine.submit_blocking(JobSpec::circuits(small_srs, vec![SyntheticCircuit::new(small, 2).unwrap()])).unwrap();
     let err = bad.wait_blocking().unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(20), "oversized job did not fail at once");
     match &err {

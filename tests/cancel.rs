@@ -24,8 +24,10 @@ fn cancel_in_flight_and_queued() {
     let engine = Engine::start(small_config()).unwrap();
     let spec = spec(256, 1, 1.0, 1.0);
     let srs = params(spec);
-    let slow = Fault { stage: StageName::ProveGpu, partition: None, kind: FaultKind::Delay(Duration::from_millis(300)) };
-    let circuits = |seed: u64, n: u64| (0..n).map(|i| SyntheticCircuit::new(spec, seed + i).unwrap()).collect::<Vec<_>>();
+    let slow =
+        Fault { stage: StageName::ProveGpu, partition: None, kind: FaultKind::Delay(Duration::from_millis(300)) };
+    let circuits =
+        |seed: u64, n: u64| (0..n).map(|i| SyntheticCircuit::new(spec, seed + i).unwrap()).collect::<Vec<_>>();
 
     // In flight: 4 partitions, each slow in ProveGpu; cancel once synthesis reserved memory.
     let inflight = engine.submit_blocking(JobSpec::circuits(srs.clone(), circuits(0, 4)).with_fault(slow)).unwrap();
@@ -59,9 +61,16 @@ fn shutdown_ends_every_job() {
     let engine = Engine::start(small_config()).unwrap();
     let spec = spec(256, 1, 1.0, 1.0);
     let srs = params(spec);
-    let slow = Fault { stage: StageName::Synthesize, partition: None, kind: FaultKind::Delay(Duration::from_millis(200)) };
+    let slow =
+        Fault { stage: StageName::Synthesize, partition: None, kind: FaultKind::Delay(Duration::from_millis(200)) };
     let handles: Vec<_> = (0..4)
-        .map(|i| engine.submit_blocking(JobSpec::circuits(srs.clone(), vec![SyntheticCircuit::new(spec, i).unwrap()]).with_fault(slow)).unwrap())
+        .map(|i| {
+            engine
+                .submit_blocking(
+                    JobSpec::circuits(srs.clone(), vec![SyntheticCircuit::new(spec, i).unwrap()]).with_fault(slow),
+                )
+                .unwrap()
+        })
         .collect();
     engine.shutdown();
     for h in handles {

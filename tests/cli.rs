@@ -17,7 +17,9 @@ fn run(c: &mut Command) -> (bool, String, String) {
 fn gen_prove_verify_bench() {
     let dir = tempfile::tempdir().unwrap();
     let params = dir.path().join("p.params");
-    let (ok, _, err) = run(cuzk().args(["srs", "gen", "--constraints", "500", "--public-inputs", "3", "--seed", "1", "--out"]).arg(&params));
+    let (ok, _, err) = run(cuzk()
+        .args(["srs", "gen", "--constraints", "500", "--public-inputs", "3", "--seed", "1", "--out"])
+        .arg(&params));
     assert!(ok, "{err}");
     let (ok, out, err) = run(cuzk().args(["srs", "info"]).arg(&params));
     assert!(ok && out.contains("inputs 4") && out.contains("2^9"), "{out}{err}");
@@ -25,9 +27,21 @@ fn gen_prove_verify_bench() {
     let proofs = dir.path().join("proofs.bin");
     let prove = |extra: &[&str]| {
         let mut c = cuzk();
-        c.args(["prove", "--constraints", "500", "--public-inputs", "3", "--count", "3", "--seed", "5", "--verify", "--params"])
-            .arg(&params)
-            .args(extra);
+        c.args([
+            "prove",
+            "--constraints",
+            "500",
+            "--public-inputs",
+            "3",
+            "--count",
+            "3",
+            "--seed",
+            "5",
+            "--verify",
+            "--params",
+        ])
+        .arg(&params)
+        .args(extra);
         c
     };
     let (ok, out, err) = run(&mut prove(&["--out", proofs.to_str().unwrap()]));
@@ -41,14 +55,16 @@ fn gen_prove_verify_bench() {
     assert_eq!(std::fs::read(&proofs).unwrap(), first);
 
     // Parameters for another circuit: clear error, non-zero exit.
-    let (ok, out, err) =
-        run(cuzk().args(["prove", "--constraints", "900", "--public-inputs", "3", "--verify", "--params"]).arg(&params));
+    let (ok, out, err) = run(cuzk()
+        .args(["prove", "--constraints", "900", "--public-inputs", "3", "--verify", "--params"])
+        .arg(&params));
     assert!(!ok);
     assert!(err.contains("parameters do not match the circuit"), "{out}{err}");
 
     // bench with a config file pointing the cache into the temp dir.
     let cfg = dir.path().join("c.toml");
-    std::fs::write(&cfg, format!("[srs]\ncache_dir = {:?}\n[bench]\nlog2 = 8\ncount = 4\n", dir.path().join("cache"))).unwrap();
+    std::fs::write(&cfg, format!("[srs]\ncache_dir = {:?}\n[bench]\nlog2 = 8\ncount = 4\n", dir.path().join("cache")))
+        .unwrap();
     let (ok, out, err) = run(cuzk().arg("--config").arg(&cfg).arg("bench"));
     assert!(ok, "{out}{err}");
     assert!(out.contains("bottleneck:") && out.contains("4 verified"), "{out}");
@@ -68,6 +84,7 @@ fn errors_are_clear() {
     std::fs::write(&junk, b"not parameters").unwrap();
     let (ok, _, err) = run(cuzk().args(["srs", "info"]).arg(&junk));
     assert!(!ok && err.contains("truncated"), "{err}");
-    let (ok, _, err) = run(cuzk().args(["srs", "gen", "--constraints", "2", "--public-inputs", "5", "--out", "/tmp/x"]));
+    let (ok, _, err) =
+        run(cuzk().args(["srs", "gen", "--constraints", "2", "--public-inputs", "5", "--out", "/tmp/x"]));
     assert!(!ok && err.contains("too small"), "{err}");
 }

@@ -40,7 +40,9 @@ fn panic_in_each_stage_fails_only_its_job() {
                     assert_eq!(*s, stage);
                     assert!(m.contains("fault injected"), "{m}");
                 }
-                (JobError::Stage { stage: s, source: StageError::Failed(_), .. }, FaultKind::Error) => assert_eq!(*s, stage),
+                (JobError::Stage { stage: s, source: StageError::Failed(_), .. }, FaultKind::Error) => {
+                    assert_eq!(*s, stage)
+                }
                 (e, _) => panic!("{stage} {kind:?}: unexpected {e:?}"),
             }
             assert!(err.to_string().contains(&format!("stage {stage}")), "{err}");

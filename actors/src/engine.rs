@@ -200,11 +200,7 @@ impl Engine {
     pub async fn submit(&self, spec: JobSpec) -> Result<JobHandle, SubmitError> {
         let ctx = self.context(&spec)?;
         let (tx, rx) = oneshot::channel();
-        self.inner
-            .tracker
-            .send(Register { ctx: ctx.clone(), done: tx })
-            .await
-            .map_err(|_| SubmitError::NotRunning)?;
+        self.inner.tracker.send(Register { ctx: ctx.clone(), done: tx }).await.map_err(|_| SubmitError::NotRunning)?;
         let item = WorkItem::new(ctx.clone(), 0, spec.input);
         if self.inner.ingest.send(item).await.is_err() {
             let _ = self.inner.tracker.send(Cancel(ctx.id)).await;

@@ -73,10 +73,7 @@ impl fmt::Display for StageName {
 impl std::str::FromStr for StageName {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        StageName::ALL
-            .into_iter()
-            .find(|n| n.as_str() == s)
-            .ok_or_else(|| format!("unknown stage `{s}`"))
+        StageName::ALL.into_iter().find(|n| n.as_str() == s).ok_or_else(|| format!("unknown stage `{s}`"))
     }
 }
 
@@ -233,10 +230,7 @@ impl JobSpec {
         let n = self.partitions;
         Ok(match &self.randomness {
             Randomness::Given(v) if v.len() != n => {
-                return Err(SubmitError::Invalid(format!(
-                    "{} (r, s) pairs given for {n} partitions",
-                    v.len()
-                )))
+                return Err(SubmitError::Invalid(format!("{} (r, s) pairs given for {n} partitions", v.len())))
             }
             Randomness::Given(v) => v.clone(),
             Randomness::Seeded(seed) => {
@@ -263,9 +257,7 @@ pub struct JobContext {
 impl JobContext {
     /// The fault to apply in `stage` to `partition`, if any.
     pub fn fault_for(&self, stage: StageName, partition: u32) -> Option<FaultKind> {
-        self.fault
-            .filter(|f| f.stage == stage && f.partition.is_none_or(|p| p == partition))
-            .map(|f| f.kind)
+        self.fault.filter(|f| f.stage == stage && f.partition.is_none_or(|p| p == partition)).map(|f| f.kind)
     }
 }
 

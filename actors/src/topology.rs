@@ -87,17 +87,21 @@ pub fn build(cfg: &Config, backend: Arc<dyn Backend>, epoch: Instant) -> Result<
         ctx.set_mailbox_capacity(tracker_cap);
         JobTracker::new()
     });
-    let mut b = Builder { arbiters: vec![support], stages: Vec::new(), tracker: tracker.clone(), budget: budget.clone(), epoch };
+    let mut b = Builder {
+        arbiters: vec![support],
+        stages: Vec::new(),
+        tracker: tracker.clone(),
+        budget: budget.clone(),
+        epoch,
+    };
 
     let done: Recipient<WorkItem<PartitionProof>> = tracker.clone().recipient();
-    let after_assemble = if cfg.verify.enabled {
-        b.stage(|| Verify, cfg.verify.limits(), done, false)?.recipient()
-    } else {
-        done
-    };
+    let after_assemble =
+        if cfg.verify.enabled { b.stage(|| Verify, cfg.verify.limits(), done, false)?.recipient() } else { done };
     let assemble = b.stage(|| Assemble, cfg.assemble.limits(), after_assemble, false)?;
     let be = backend.clone();
-    let prove = b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(), assemble.recipient(), false)?;
+    let prove =
+        b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(), assemble.recipient(), false)?;
     let be = backend;
     let pcie = b.stage(move || StagePcie { backend: be.clone() }, cfg.stage_pcie.limits(), prove.recipient(), false)?;
     let b_g2_on_cpu = cfg.prepare_msm.b_g2_on_cpu;
@@ -106,8 +110,6 @@ pub fn build(cfg: &Config, backend: Arc<dyn Backend>, epoch: Instant) -> Result<
     let ingest = b.stage(|| Ingest, cfg.ingest.limits(), synth.recipient(), false)?;
 
     // `try_send`: the tracker was just started and its mailbox is empty.
-    tracker
-        .try_send(SetStages(b.stages.clone()))
-        .map_err(|e| EngineError::Start(format!("tracker: {e}")))?;
+    tracker.try_send(SetStages(b.stages.clone())).map_err(|e| EngineError::Start(format!("tracker: {e}")))?;
     Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, arbiters: b.arbiters })
 }

@@ -19,7 +19,9 @@ pub enum SrsError {
     #[error("{path}: invalid point #{index} in section `{section}` (offset {offset}): {reason}")]
     InvalidPoint { path: PathBuf, section: &'static str, index: usize, offset: usize, reason: &'static str },
     /// Bytes after the last section.
-    #[error("{path}: {extra} unexpected bytes after the last section (offset {offset}); not a bellperson parameter file?")]
+    #[error(
+        "{path}: {extra} unexpected bytes after the last section (offset {offset}); not a bellperson parameter file?"
+    )]
     TrailingBytes { path: PathBuf, offset: usize, extra: usize },
     /// The parameters do not fit the circuit.
     #[error("parameters do not match the circuit: {0}")]

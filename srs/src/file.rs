@@ -17,17 +17,11 @@ const G1_LEN: usize = 96;
 const G2_LEN: usize = 192;
 
 /// How to read a parameter file.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions {
     /// Check that every point is in the prime-order subgroup (slower; on-curve and
     /// not-at-infinity checks are always done).
     pub subgroup_checks: bool,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        LoadOptions { subgroup_checks: false }
-    }
 }
 
 trait Point: Sized + Send + Sync + Copy {
@@ -41,7 +35,11 @@ impl Point for G1Affine {
     fn decode(bytes: &[u8], checked: bool) -> Result<Self, &'static str> {
         let arr: &[u8; G1_LEN] = bytes.try_into().expect("caller slices exact length");
         let p = if checked { G1Affine::from_uncompressed(arr) } else { G1Affine::from_uncompressed_unchecked(arr) };
-        let p: G1Affine = Option::from(p).ok_or(if checked { "not on the curve or not in the subgroup" } else { "not on the curve" })?;
+        let p: G1Affine = Option::from(p).ok_or(if checked {
+            "not on the curve or not in the subgroup"
+        } else {
+            "not on the curve"
+        })?;
         if bool::from(p.is_identity()) {
             return Err("point at infinity");
         }
@@ -57,7 +55,11 @@ impl Point for G2Affine {
     fn decode(bytes: &[u8], checked: bool) -> Result<Self, &'static str> {
         let arr: &[u8; G2_LEN] = bytes.try_into().expect("caller slices exact length");
         let p = if checked { G2Affine::from_uncompressed(arr) } else { G2Affine::from_uncompressed_unchecked(arr) };
-        let p: G2Affine = Option::from(p).ok_or(if checked { "not on the curve or not in the subgroup" } else { "not on the curve" })?;
+        let p: G2Affine = Option::from(p).ok_or(if checked {
+            "not on the curve or not in the subgroup"
+        } else {
+            "not on the curve"
+        })?;
         if bool::from(p.is_identity()) {
             return Err("point at infinity");
         }
@@ -113,7 +115,7 @@ impl<'a> Reader<'a> {
     fn vec<P: Point>(&mut self, section: &'static str) -> Result<Vec<P>, SrsError> {
         let n = self.len(section)?;
         let start = self.offset;
-        let raw = self.take(section, n.checked_mul(P::LEN).unwrap_or(usize::MAX))?;
+        let raw = self.take(section, n.saturating_mul(P::LEN))?;
         let checked = self.checked;
         raw.par_chunks_exact(P::LEN)
             .enumerate()
@@ -153,7 +155,11 @@ pub(crate) fn load(path: &Path, opts: LoadOptions) -> Result<ProvingKey, SrsErro
     let b_g1 = r.vec("b_g1")?;
     let b_g2 = r.vec("b_g2")?;
     if r.offset != map.len() {
-        return Err(SrsError::TrailingBytes { path: path.to_path_buf(), offset: r.offset, extra: map.len() - r.offset });
+        return Err(SrsError::TrailingBytes {
+            path: path.to_path_buf(),
+            offset: r.offset,
+            extra: map.len() - r.offset,
+        });
     }
     Ok(ProvingKey { vk, h: Arc::new(h), l: Arc::new(l), a: Arc::new(a), b_g1: Arc::new(b_g1), b_g2: Arc::new(b_g2) })
 }

@@ -1,7 +1,7 @@
 //! Random (toxic-waste) parameters for tests and benchmarks.
 
-use blstrs::Bls12;
 use bellperson::Circuit;
+use blstrs::Bls12;
 use blstrs::Scalar;
 use rand_core::RngCore;
 

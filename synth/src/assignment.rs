@@ -179,13 +179,7 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         // Inputs are fully dense in A (every input has an `input * 0 = 0` constraint),
         // so only aux density is tracked there. C has no query of its own.
         let av = eval(&a, None, Some(&mut s.a_aux_density), &s.input, &s.aux);
-        let bv = eval(
-            &b,
-            Some(&mut s.b_input_density),
-            Some(&mut s.b_aux_density),
-            &s.input,
-            &s.aux,
-        );
+        let bv = eval(&b, Some(&mut s.b_input_density), Some(&mut s.b_aux_density), &s.input, &s.aux);
         let cv = eval(&c, None, None, &s.input, &s.aux);
         s.a.push(av);
         s.b.push(bv);
@@ -222,4 +216,3 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         s.aux.extend_from_slice(&o.aux);
     }
 }
-

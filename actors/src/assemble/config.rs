@@ -19,6 +19,10 @@ impl Default for AssembleConfig {
 
 impl AssembleConfig {
     pub(crate) fn limits(&self) -> StageLimits {
-        StageLimits { mailbox_capacity: self.mailbox_capacity, queue_capacity: self.queue_capacity, workers: self.workers }
+        StageLimits {
+            mailbox_capacity: self.mailbox_capacity,
+            queue_capacity: self.queue_capacity,
+            workers: self.workers,
+        }
     }
 }

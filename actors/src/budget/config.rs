@@ -28,7 +28,8 @@ impl BudgetConfig {
         match self.host_memory {
             MemoryLimit::Bytes(b) => Ok(b.0),
             MemoryLimit::Auto => {
-                let mut sys = sysinfo::System::new().map_err(|e| format!("budget.host_memory = \"auto\": cannot read system memory: {e}"))?;
+                let mut sys = sysinfo::System::new()
+                    .map_err(|e| format!("budget.host_memory = \"auto\": cannot read system memory: {e}"))?;
                 sys.refresh_memory();
                 let total = sys.total_memory();
                 total.checked_sub(self.host_safety_margin.0).filter(|b| *b > 0).ok_or_else(|| {

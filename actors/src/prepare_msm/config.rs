@@ -22,6 +22,10 @@ impl Default for PrepareMsmConfig {
 
 impl PrepareMsmConfig {
     pub(crate) fn limits(&self) -> StageLimits {
-        StageLimits { mailbox_capacity: self.mailbox_capacity, queue_capacity: self.queue_capacity, workers: self.workers }
+        StageLimits {
+            mailbox_capacity: self.mailbox_capacity,
+            queue_capacity: self.queue_capacity,
+            workers: self.workers,
+        }
     }
 }

@@ -20,6 +20,10 @@ impl Default for ProveGpuConfig {
 
 impl ProveGpuConfig {
     pub(crate) fn limits(&self) -> StageLimits {
-        StageLimits { mailbox_capacity: self.mailbox_capacity, queue_capacity: self.queue_capacity, workers: self.workers }
+        StageLimits {
+            mailbox_capacity: self.mailbox_capacity,
+            queue_capacity: self.queue_capacity,
+            workers: self.workers,
+        }
     }
 }

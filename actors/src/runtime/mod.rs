@@ -231,7 +231,9 @@ impl<S: Stage> Supervised for StageActor<S> {
                 *self.shared.stage.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(s);
                 warn!(stage = %S::NAME, "stage actor restarted after a panic");
             }
-            Err(e) => warn!(stage = %S::NAME, error = %e, "stage restart could not rebuild the stage; keeping the previous instance"),
+            Err(e) => {
+                warn!(stage = %S::NAME, error = %e, "stage restart could not rebuild the stage; keeping the previous instance")
+            }
         }
     }
 }
@@ -402,4 +404,3 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
     }
     debug!(stage = %S::NAME, worker, "worker exits: queue closed");
 }
-

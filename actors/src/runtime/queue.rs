@@ -1,11 +1,7 @@
 //! A stage's bounded priority queue: the hand-off between the stage actor (which
 //! pushes what its mailbox delivers) and the stage's workers (which pop when free).
 
-use std::{
-    cmp::Ordering,
-    collections::BinaryHeap,
-    sync::Mutex,
-};
+use std::{cmp::Ordering, collections::BinaryHeap, sync::Mutex};
 
 use tokio::sync::Notify;
 

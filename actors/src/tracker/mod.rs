@@ -1,10 +1,7 @@
 //! The job tracker: knows every job in flight, collects its partitions' proofs in
 //! order, and gives every job exactly one terminal result (proof, error, cancelled).
 
-use std::{
-    collections::HashMap,
-    sync::Arc,
-};
+use std::{collections::HashMap, sync::Arc};
 
 use actix::prelude::*;
 use bellperson::groth16::Proof;
@@ -68,7 +65,12 @@ impl JobTracker {
             Err(_) => self.counts.failed += 1,
         }
         match &result {
-            Ok(o) => info!(job = id.0, partitions = o.proofs.len(), total_ms = o.timings.total.as_millis() as u64, "job done"),
+            Ok(o) => info!(
+                job = id.0,
+                partitions = o.proofs.len(),
+                total_ms = o.timings.total.as_millis() as u64,
+                "job done"
+            ),
             Err(err) => warn!(job = id.0, error = %err, "job ended without a proof"),
         }
         // The submitter may have dropped its handle; that is fine.
@@ -210,4 +212,3 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
         }
     }
 }
-

@@ -114,7 +114,12 @@ pub fn ntt(v: &mut [Scalar], w: Scalar) {
 /// # Errors
 /// [`GpuError::Shape`] if the inputs are longer than the domain or of unequal
 /// length; [`GpuError::DomainTooLarge`].
-pub fn compute_h(mut a: Vec<Scalar>, mut b: Vec<Scalar>, mut c: Vec<Scalar>, log_m: u32) -> Result<Vec<Scalar>, GpuError> {
+pub fn compute_h(
+    mut a: Vec<Scalar>,
+    mut b: Vec<Scalar>,
+    mut c: Vec<Scalar>,
+    log_m: u32,
+) -> Result<Vec<Scalar>, GpuError> {
     let m = 1usize << log_m;
     if a.len() > m || a.len() != b.len() || a.len() != c.len() {
         return Err(GpuError::Shape {
