@@ -117,30 +117,34 @@ fn slow_downstream_stops_intake() {
     // Everything that can hold a job between submit and completion, summed: per
     // stage its queue, one item the actor holds while waiting for room, its mailbox
     // (plus one parked message per sender: the upstream workers), and its workers.
-    let limits = [
-        (cfg.ingest.queue_capacity, cfg.ingest.mailbox_capacity, cfg.ingest.workers, 1),
-        (
-            cfg.synthesize.queue_capacity,
-            cfg.synthesize.mailbox_capacity,
-            cfg.synthesize.max_concurrency,
-            cfg.ingest.workers,
-        ),
-        (
-            cfg.prepare_msm.queue_capacity,
-            cfg.prepare_msm.mailbox_capacity,
-            cfg.prepare_msm.workers,
-            cfg.synthesize.max_concurrency,
-        ),
-        (
-            cfg.stage_pcie.queue_capacity,
-            cfg.stage_pcie.mailbox_capacity,
-            cfg.stage_pcie.workers,
-            cfg.prepare_msm.workers,
-        ),
-        (cfg.prove_gpu.queue_capacity, cfg.prove_gpu.mailbox_capacity, cfg.prove_gpu.workers, cfg.stage_pcie.workers),
-        (cfg.assemble.queue_capacity, cfg.assemble.mailbox_capacity, cfg.assemble.workers, cfg.prove_gpu.workers),
+    let snaps = engine.stage_snapshots();
+    let get = |name: StageName| snaps.iter().find(|s| s.stage == name).unwrap();
+    let mailbox = |name: StageName| match name {
+        StageName::Ingest => cfg.ingest.mailbox_capacity,
+        StageName::Synthesize => cfg.synthesize.mailbox_capacity,
+        StageName::PrepareMsm => cfg.prepare_msm.mailbox_capacity,
+        StageName::StagePcie => cfg.stage_pcie.mailbox_capacity,
+        StageName::ProveGpu => cfg.prove_gpu.mailbox_capacity,
+        StageName::Assemble => cfg.assemble.mailbox_capacity,
+        StageName::Verify => cfg.verify.mailbox_capacity,
+    };
+    let order = [
+        StageName::Ingest,
+        StageName::Synthesize,
+        StageName::PrepareMsm,
+        StageName::StagePcie,
+        StageName::ProveGpu,
+        StageName::Assemble,
     ];
-    // +1: the job a blocked `submit` has registered but the intake not yet taken.
+    // (queue, mailbox, workers, upstream senders) per stage.
+    let limits: Vec<_> = order
+        .iter()
+        .enumerate()
+        .map(|(i, &st)| {
+            let senders = if i == 0 { 1 } else { get(order[i - 1]).workers };
+            (get(st).queue_capacity, mailbox(st), get(st).workers, senders)
+        })
+        .collect();
     let bound: usize = limits.iter().map(|(q, mb, w, senders)| q + 1 + mb + senders + w).sum::<usize>() + 1;
     assert!(max_outstanding <= bound, "{max_outstanding} jobs inside the pipeline, bound {bound}");
     let snap = engine.snapshot_blocking();

@@ -142,7 +142,7 @@ fn invalid_configs() {
         ("[synthesize]\nmax_concurrency = 2\nbogus = 1\n", "unknown field `bogus`"),
         ("[budget]\nhost_memory = -4\n", "must not be negative"),
         ("[budget]\nhost_memory = \"12 parsecs\"\n", "unknown size unit"),
-        ("[prove_gpu]\nworkers = 0\n", "prove_gpu.workers must be at least 1"),
+        ("[prove_gpu]\nworkers_per_device = 0\n", "prove_gpu.workers_per_device must be at least 1"),
         ("[backend]\nkind = \"tpu\"\n", "unknown variant `tpu`"),
         ("[gpus]\n", "unknown section [gpus]"),
     ] {

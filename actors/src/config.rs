@@ -72,7 +72,7 @@ impl Config {
             ("stage_pcie.workers", self.stage_pcie.workers),
             ("prove_gpu.mailbox_capacity", self.prove_gpu.mailbox_capacity),
             ("prove_gpu.queue_capacity", self.prove_gpu.queue_capacity),
-            ("prove_gpu.workers", self.prove_gpu.workers),
+            ("prove_gpu.workers_per_device", self.prove_gpu.workers_per_device),
             ("assemble.mailbox_capacity", self.assemble.mailbox_capacity),
             ("assemble.queue_capacity", self.assemble.queue_capacity),
             ("assemble.workers", self.assemble.workers),
@@ -120,11 +120,24 @@ pub enum BackendKind {
 }
 
 /// `[backend]`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackendConfig {
     /// "auto", "cpu" or "gpu".
     pub kind: BackendKind,
+    /// GPU indices to use (among usable devices); empty = all.
+    pub devices: Vec<usize>,
+    /// Keep parameter points resident in device memory when they fit (else they are
+    /// streamed from host memory for every MSM).
+    pub srs_resident: bool,
+    /// Device memory kept free for MSM temporaries and other processes.
+    pub vram_margin: ByteSize,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig { kind: BackendKind::Auto, devices: Vec::new(), srs_resident: true, vram_margin: ByteSize(4 << 30) }
+    }
 }
 
 /// A number of bytes; in TOML an integer or a string with a unit
@@ -246,7 +259,7 @@ mod tests {
         assert!(e.contains("negative") && e.contains("host_memory"), "{e}");
         let e = Config::from_toml("[synthesize]\nmax_concurency = 3\n").unwrap_err().to_string();
         assert!(e.contains("unknown field") && e.contains("max_concurency"), "{e}");
-        let e = Config::from_toml("[prove_gpu]\nworkers = 0\n").unwrap_err().to_string();
+        let e = Config::from_toml("[prove_gpu]\nworkers_per_device = 0\n").unwrap_err().to_string();
         assert!(e.contains("prove_gpu.workers"), "{e}");
         let c = Config::from_toml("[budget]\nhost_memory = \"2GiB\"\n").unwrap();
         assert_eq!(c.budget.host_memory, MemoryLimit::Bytes(ByteSize(2 << 30)));

@@ -129,7 +129,7 @@ impl Engine {
     pub fn start(cfg: Config) -> Result<Engine, EngineError> {
         cfg.validate()?;
         let backend = select_backend(&cfg.backend)?;
-        let backend_name = backend.name();
+        let backend_name = backend.backend.name();
         let started = Instant::now();
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()

@@ -13,7 +13,6 @@
 use std::{sync::Arc, time::Instant};
 
 use actix::prelude::*;
-use cuzk_gpu::Backend;
 
 use crate::{
     assemble::{Assemble, PartitionProof},
@@ -21,8 +20,8 @@ use crate::{
     config::Config,
     error::{EngineError, StageError},
     ingest::Ingest,
-    prepare_msm::PrepareMsm,
-    prove_gpu::ProveGpu,
+    prepare_msm::{BG2Placement, PrepareMsm},
+    prove_gpu::{ProveGpu, SelectedBackend},
     runtime::{Stage, StageActor, StageControl, StageFactory, StageLimits, WorkItem},
     stage_pcie::StagePcie,
     synthesize::Synthesize,
@@ -75,7 +74,8 @@ impl Builder {
 ///
 /// # Errors
 /// [`EngineError`] when the host budget cannot be resolved or a stage cannot start.
-pub fn build(cfg: &Config, backend: Arc<dyn Backend>, epoch: Instant) -> Result<Topology, EngineError> {
+pub fn build(cfg: &Config, selected: SelectedBackend, epoch: Instant) -> Result<Topology, EngineError> {
+    let SelectedBackend { backend, devices } = selected;
     let host_bytes = cfg.budget.host_bytes().map_err(EngineError::Config)?;
     let host_ledger = Ledger::new("host", host_bytes);
 
@@ -101,10 +101,14 @@ pub fn build(cfg: &Config, backend: Arc<dyn Backend>, epoch: Instant) -> Result<
     let assemble = b.stage(|| Assemble, cfg.assemble.limits(), after_assemble, false)?;
     let be = backend.clone();
     let prove =
-        b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(), assemble.recipient(), false)?;
-    let be = backend;
+        b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(devices), assemble.recipient(), false)?;
+    let be = backend.clone();
     let pcie = b.stage(move || StagePcie { backend: be.clone() }, cfg.stage_pcie.limits(), prove.recipient(), false)?;
-    let b_g2_on_cpu = cfg.prepare_msm.b_g2_on_cpu;
+    let b_g2_on_cpu = match cfg.prepare_msm.b_g2 {
+        BG2Placement::Cpu => true,
+        BG2Placement::Backend => false,
+        BG2Placement::Auto => backend.name() == "cpu",
+    };
     let prepare = b.stage(move || PrepareMsm { b_g2_on_cpu }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
     let synth = b.stage(|| Synthesize, cfg.synthesize.limits(), prepare.recipient(), true)?;
     let ingest = b.stage(|| Ingest, cfg.ingest.limits(), synth.recipient(), false)?;

@@ -11,7 +11,7 @@ use crate::{GpuError, ScalarBytes};
 /// `2^domain_log2`; the backend pads with zeros). The MSM scalars are compacted by
 /// density so that they line up with the parameter vectors one to one:
 /// `l_scalars` ↔ `l`, `a_scalars` ↔ `a`, `b_scalars` ↔ `b_g1` and `b_g2`.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct HostPartition {
     pub a: Vec<Scalar>,
     pub b: Vec<Scalar>,

@@ -22,3 +22,201 @@ pub(crate) fn g2_projective(p: blst_p2) -> G2Projective {
     // SAFETY: blstrs::G2Projective is #[repr(transparent)] over blst_p2.
     unsafe { std::mem::transmute::<blst_p2, G2Projective>(p) }
 }
+
+/// The C ABI of `cuda/cuzk.cu`. Every call returns sppark's `Error` by value.
+#[cfg(cuzk_cuda)]
+pub(crate) mod cuda {
+    use blst::{blst_p1, blst_p2};
+    use blstrs::{G1Affine, G2Affine, Scalar};
+
+    #[repr(C)]
+    pub struct GpuInfo {
+        pub cuda_id: i32,
+        pub sm_count: i32,
+        pub major: i32,
+        pub minor: i32,
+        pub total_mem: usize,
+        pub free_mem: usize,
+        pub name: [u8; 256],
+    }
+
+    #[repr(C)]
+    pub struct Srs {
+        _opaque: [u8; 0],
+    }
+
+    #[repr(C)]
+    pub struct Ws {
+        _opaque: [u8; 0],
+    }
+
+    /// Mirrors `cuzk_inputs`. Scalars: `Scalar` is `#[repr(transparent)]` over
+    /// blst_fr, the same bytes as sppark's host `fr_t` (Montgomery form).
+    #[repr(C)]
+    pub struct Inputs {
+        pub a: *const Scalar,
+        pub b: *const Scalar,
+        pub c: *const Scalar,
+        pub n: usize,
+        pub lg: u32,
+        pub z_inv: Scalar,
+        pub l_s: *const [u8; 32],
+        pub nl: usize,
+        pub a_s: *const [u8; 32],
+        pub na: usize,
+        pub b_s: *const [u8; 32],
+        pub nb: usize,
+        pub with_b2: bool,
+        pub h_pts: *const G1Affine,
+        pub l_pts: *const G1Affine,
+        pub a_pts: *const G1Affine,
+        pub b1_pts: *const G1Affine,
+        pub b2_pts: *const G2Affine,
+    }
+
+    /// Mirrors `cuzk_outputs`: sppark's host `jacobian_t` has blst_p1/blst_p2's layout.
+    #[repr(C)]
+    pub struct Outputs {
+        pub h: blst_p1,
+        pub l: blst_p1,
+        pub a: blst_p1,
+        pub b1: blst_p1,
+        pub b2: blst_p2,
+        pub ms: [f64; 8],
+    }
+
+    extern "C" {
+        pub fn cuzk_gpu_count() -> usize;
+        pub fn cuzk_gpu_probe() -> sppark::Error;
+        pub fn cuzk_gpu_info(id: usize, out: *mut GpuInfo) -> sppark::Error;
+        #[allow(clippy::too_many_arguments)]
+        pub fn cuzk_srs_new(
+            dev: usize,
+            h: *const G1Affine,
+            nh: usize,
+            l: *const G1Affine,
+            nl: usize,
+            a: *const G1Affine,
+            na: usize,
+            b1: *const G1Affine,
+            nb1: usize,
+            b2: *const G2Affine,
+            nb2: usize,
+            out: *mut *mut Srs,
+        ) -> sppark::Error;
+        pub fn cuzk_srs_free(s: *mut Srs);
+        pub fn cuzk_ws_new(dev: usize, lg: u32, out: *mut *mut Ws) -> sppark::Error;
+        pub fn cuzk_ws_free(w: *mut Ws);
+        pub fn cuzk_execute(ws: *mut Ws, srs: *const Srs, inputs: *const Inputs, out: *mut Outputs) -> sppark::Error;
+    }
+
+    pub fn check(e: sppark::Error) -> Result<(), (i32, String)> {
+        if e.code == 0 {
+            Ok(())
+        } else {
+            Err((e.code, String::from(&e)))
+        }
+    }
+
+    pub fn count() -> usize {
+        // SAFETY: takes no arguments, catches every exception on the C++ side.
+        unsafe { cuzk_gpu_count() }
+    }
+
+    pub fn probe() -> Result<(), (i32, String)> {
+        // SAFETY: as above.
+        check(unsafe { cuzk_gpu_probe() })
+    }
+
+    pub fn info(id: usize) -> Result<GpuInfo, (i32, String)> {
+        let mut out = GpuInfo { cuda_id: 0, sm_count: 0, major: 0, minor: 0, total_mem: 0, free_mem: 0, name: [0; 256] };
+        // SAFETY: `out` is a valid, writable GpuInfo.
+        check(unsafe { cuzk_gpu_info(id, &mut out) })?;
+        Ok(out)
+    }
+
+    /// Points resident on a device; freed on drop.
+    pub struct ResidentSrs(*mut Srs);
+    // SAFETY: the handle is only used under the owning device's lock.
+    unsafe impl Send for ResidentSrs {}
+
+    impl ResidentSrs {
+        pub fn new(
+            dev: usize,
+            h: &[G1Affine],
+            l: &[G1Affine],
+            a: &[G1Affine],
+            b1: &[G1Affine],
+            b2: &[G2Affine],
+        ) -> Result<Self, (i32, String)> {
+            let mut out = std::ptr::null_mut();
+            // SAFETY: the slices are valid for their lengths for the duration of the
+            // call (the points are copied to the device); G1Affine/G2Affine are
+            // #[repr(transparent)] over blst affine points, which is sppark's layout.
+            check(unsafe {
+                cuzk_srs_new(
+                    dev,
+                    h.as_ptr(),
+                    h.len(),
+                    l.as_ptr(),
+                    l.len(),
+                    a.as_ptr(),
+                    a.len(),
+                    b1.as_ptr(),
+                    b1.len(),
+                    b2.as_ptr(),
+                    b2.len(),
+                    &mut out,
+                )
+            })?;
+            Ok(ResidentSrs(out))
+        }
+
+        pub fn ptr(&self) -> *const Srs {
+            self.0
+        }
+    }
+
+    impl Drop for ResidentSrs {
+        fn drop(&mut self) {
+            // SAFETY: created by cuzk_srs_new, freed once.
+            unsafe { cuzk_srs_free(self.0) }
+        }
+    }
+
+    /// Device buffers for a, b, c; freed on drop.
+    pub struct Workspace {
+        ptr: *mut Ws,
+        pub lg: u32,
+    }
+    // SAFETY: only used under the owning device's lock.
+    unsafe impl Send for Workspace {}
+
+    impl Workspace {
+        pub fn new(dev: usize, lg: u32) -> Result<Self, (i32, String)> {
+            let mut ptr = std::ptr::null_mut();
+            // SAFETY: `ptr` is a valid out-pointer.
+            check(unsafe { cuzk_ws_new(dev, lg, &mut ptr) })?;
+            Ok(Workspace { ptr, lg })
+        }
+
+        /// Runs one partition.
+        pub fn execute(&mut self, srs: Option<&ResidentSrs>, inputs: &Inputs) -> Result<Outputs, (i32, String)> {
+            // SAFETY: Outputs is plain data; zero is a valid bit pattern for it.
+            let mut out: Outputs = unsafe { std::mem::zeroed() };
+            let srs = srs.map_or(std::ptr::null(), |s| s.ptr());
+            // SAFETY: every pointer in `inputs` is valid for its length for the whole
+            // call (the caller borrows the vectors across it); the workspace and the
+            // resident SRS belong to the same device and are used under its lock.
+            check(unsafe { cuzk_execute(self.ptr, srs, inputs, &mut out) })?;
+            Ok(out)
+        }
+    }
+
+    impl Drop for Workspace {
+        fn drop(&mut self) {
+            // SAFETY: created by cuzk_ws_new, freed once.
+            unsafe { cuzk_ws_free(self.ptr) }
+        }
+    }
+}

@@ -5,7 +5,9 @@
 //! kernels read them) and [`Backend::execute`] (the ProveGpu stage: the H polynomial
 //! by NTT, then the MSMs H, L, A, B_G1 and optionally B_G2).
 //!
-//! [`cpu::CpuBackend`] implements it on the CPU (rayon NTT, blst's Pippenger MSM).
+//! [`cpu::CpuBackend`] implements it on the CPU (rayon NTT, blst's Pippenger MSM);
+//! [`cuda::CudaBackend`] on NVIDIA GPUs (sppark's NTT and Pippenger, `cuda/cuzk.cu`),
+//! when nvcc was available at build time.
 //! It is the reference the CUDA backend is tested against, and the backend used
 //! when there is no GPU. Both produce the same group elements, hence byte-identical
 //! proofs.
@@ -14,6 +16,7 @@
 
 mod backend;
 pub mod cpu;
+pub mod cuda;
 mod error;
 mod ffi;
 

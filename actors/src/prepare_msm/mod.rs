@@ -7,7 +7,7 @@ mod messages;
 
 use std::time::Instant;
 
-pub use config::PrepareMsmConfig;
+pub use config::{BG2Placement, PrepareMsmConfig};
 use cuzk_gpu::{cpu::msm_g2, HostPartition, ScalarBytes};
 pub use messages::PreparedPartition;
 use rayon::prelude::*;

@@ -7,7 +7,11 @@ mod messages;
 use std::sync::Arc;
 
 pub use config::ProveGpuConfig;
-use cuzk_gpu::{cpu::CpuBackend, Backend};
+use cuzk_gpu::{
+    cpu::CpuBackend,
+    cuda::{CudaBackend, CudaOptions},
+    Backend,
+};
 pub use messages::ProvedPartition;
 use tracing::info;
 
@@ -24,20 +28,35 @@ pub struct ProveGpu {
     pub backend: Arc<dyn Backend>,
 }
 
-/// Picks the backend from config.
+/// The backend in use and how many devices it drives.
+pub struct SelectedBackend {
+    pub backend: Arc<dyn Backend>,
+    pub devices: usize,
+}
+
+/// Picks the backend from config: "auto" takes the GPU when one is usable and says
+/// why not otherwise; "gpu" refuses to start without one.
 ///
 /// # Errors
 /// [`EngineError::Backend`] when `kind = "gpu"` and no GPU backend is usable.
-pub fn select_backend(cfg: &BackendConfig) -> Result<Arc<dyn Backend>, EngineError> {
-    match cfg.kind {
-        BackendKind::Cpu => Ok(Arc::new(CpuBackend)),
-        BackendKind::Auto => {
-            info!(backend = "cpu", reason = "this build has no CUDA backend", "backend selected");
-            Ok(Arc::new(CpuBackend))
+pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineError> {
+    let cpu = || SelectedBackend { backend: Arc::new(CpuBackend), devices: 1 };
+    if cfg.kind == BackendKind::Cpu {
+        info!(backend = "cpu", reason = "configured", "backend selected");
+        return Ok(cpu());
+    }
+    let opts = CudaOptions { devices: cfg.devices.clone(), srs_resident: cfg.srs_resident, vram_margin: cfg.vram_margin.0 };
+    match CudaBackend::new(opts) {
+        Ok(b) => {
+            let devices = b.devices().len();
+            info!(backend = "cuda", devices, "backend selected");
+            Ok(SelectedBackend { backend: Arc::new(b), devices })
         }
-        BackendKind::Gpu => Err(EngineError::Backend(
-            "backend.kind = \"gpu\" but this build has no CUDA backend; use \"auto\" or \"cpu\"".into(),
-        )),
+        Err(e) if cfg.kind == BackendKind::Auto => {
+            info!(backend = "cpu", reason = %e, "backend selected");
+            Ok(cpu())
+        }
+        Err(e) => Err(EngineError::Backend(format!("backend.kind = \"gpu\": {e}"))),
     }
 }
 

@@ -63,8 +63,11 @@ impl Backend for CpuBackend {
     }
 }
 
-/// The same checks every backend makes before touching memory.
-pub(crate) fn check_shapes(p: &HostPartition, srs: &ProvingKey) -> Result<(), GpuError> {
+/// The checks every backend makes before touching memory.
+///
+/// # Errors
+/// [`GpuError::Shape`] naming the mismatching vector.
+pub fn check_shapes(p: &HostPartition, srs: &ProvingKey) -> Result<(), GpuError> {
     let m = 1usize << p.domain_log2;
     let n = p.a.len();
     let mismatch = |what: &str, have: usize, need: usize| GpuError::Shape {

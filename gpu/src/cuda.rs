@@ -1,0 +1,329 @@
+//! The CUDA backend: NTT and MSMs on the GPU through `cuda/cuzk.cu` (sppark).
+//!
+//! Built only when nvcc was found at build time (`cfg(cuzk_cuda)`); otherwise the
+//! same API exists and [`CudaBackend::new`] says why there is no GPU backend, so
+//! callers compile the same either way.
+//!
+//! Per device: one workspace (device buffers for a, b, c at the largest domain
+//! seen), and the parameter points of recently used parameter sets kept resident
+//! when they fit in free device memory (minus `vram_margin`), otherwise streamed from
+//! host memory for every MSM. A device is used by one partition at a time; with
+//! several devices, partitions go to whichever is free.
+
+use crate::GpuError;
+
+/// What the backend found on one device.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// Index among usable devices (what `devices` in config refers to).
+    pub index: usize,
+    pub cuda_id: i32,
+    pub name: String,
+    pub sm_count: i32,
+    pub compute_capability: (i32, i32),
+    pub total_mem: u64,
+    pub free_mem: u64,
+}
+
+/// Options of the CUDA backend.
+#[derive(Clone, Debug)]
+pub struct CudaOptions {
+    /// Device indices to use; empty = all.
+    pub devices: Vec<usize>,
+    /// Keep parameter points on the device when they fit.
+    pub srs_resident: bool,
+    /// Device memory left free for MSM temporaries and other processes.
+    pub vram_margin: u64,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions { devices: Vec::new(), srs_resident: true, vram_margin: 4 << 30 }
+    }
+}
+
+#[cfg(not(cuzk_cuda))]
+mod imp {
+    use super::*;
+    use crate::{Backend, HostPartition, MsmResults, StagedPartition};
+    use cuzk_srs::ProvingKey;
+
+    /// Stand-in when built without nvcc: construction fails with the reason.
+    pub struct CudaBackend {
+        _never: std::convert::Infallible,
+    }
+
+    impl CudaBackend {
+        /// # Errors
+        /// Always: this build has no CUDA code.
+        pub fn new(_: CudaOptions) -> Result<Self, GpuError> {
+            Err(GpuError::Unavailable(
+                "this build has no CUDA backend (nvcc was not found when cuzk-gpu was built; see docs/gpu.md)".into(),
+            ))
+        }
+
+        /// Devices in use.
+        pub fn devices(&self) -> Vec<DeviceInfo> {
+            match self._never {}
+        }
+    }
+
+    impl Backend for CudaBackend {
+        fn name(&self) -> &'static str {
+            "cuda"
+        }
+        fn stage(&self, _: HostPartition) -> Result<StagedPartition, GpuError> {
+            match self._never {}
+        }
+        fn execute(&self, _: StagedPartition, _: &ProvingKey, _: bool) -> Result<MsmResults, GpuError> {
+            match self._never {}
+        }
+    }
+
+    /// Whether this build has CUDA code.
+    pub const COMPILED: bool = false;
+}
+
+#[cfg(cuzk_cuda)]
+mod imp {
+    use std::{
+        sync::{
+            atomic::{AtomicUsize, Ordering},
+            Arc, Mutex, MutexGuard, Weak,
+        },
+        time::{Duration, Instant},
+    };
+
+    use blstrs::{G1Affine, Scalar};
+    use cuzk_srs::ProvingKey;
+    use ff::{Field, PrimeField};
+    use tracing::{info, warn};
+
+    use super::*;
+    use crate::{
+        cpu::check_shapes,
+        ffi::{self, cuda},
+        Backend, HostPartition, MsmResults, StagedPartition,
+    };
+
+    /// Whether this build has CUDA code.
+    pub const COMPILED: bool = true;
+
+    struct Resident {
+        key: Weak<Vec<G1Affine>>,
+        srs: cuda::ResidentSrs,
+        bytes: u64,
+        last_used: Instant,
+    }
+
+    #[derive(Default)]
+    struct DeviceState {
+        ws: Option<cuda::Workspace>,
+        resident: Vec<Resident>,
+    }
+
+    struct Device {
+        info: DeviceInfo,
+        state: Mutex<DeviceState>,
+    }
+
+    /// The CUDA backend.
+    pub struct CudaBackend {
+        devices: Vec<Device>,
+        next: AtomicUsize,
+        opts: CudaOptions,
+    }
+
+    fn cuda_err(op: &'static str, dev: usize) -> impl Fn((i32, String)) -> GpuError {
+        move |(code, msg)| GpuError::Cuda { op, device: dev, code, msg, out_of_memory: code.abs() == 2 }
+    }
+
+    impl CudaBackend {
+        /// Finds the devices. Probes the driver first, so a host without one gets
+        /// an error, not a crash.
+        ///
+        /// # Errors
+        /// [`GpuError::Unavailable`] when there is no usable GPU or a configured
+        /// device does not exist.
+        pub fn new(opts: CudaOptions) -> Result<Self, GpuError> {
+            if let Err((_, msg)) = cuda::probe() {
+                return Err(GpuError::Unavailable(format!("no usable CUDA driver or device: {msg}")));
+            }
+            let n = cuda::count();
+            if n == 0 {
+                return Err(GpuError::Unavailable(
+                    "the CUDA driver reports no device of compute capability 7.0 or newer".into(),
+                ));
+            }
+            let wanted: Vec<usize> = if opts.devices.is_empty() { (0..n).collect() } else { opts.devices.clone() };
+            let mut devices = Vec::new();
+            for idx in wanted {
+                if idx >= n {
+                    return Err(GpuError::Unavailable(format!("device {idx} configured, but only {n} usable")));
+                }
+                let i = cuda::info(idx).map_err(|(_, m)| GpuError::Unavailable(format!("device {idx}: {m}")))?;
+                let name = String::from_utf8_lossy(&i.name[..i.name.iter().position(|b| *b == 0).unwrap_or(0)])
+                    .into_owned();
+                let info = DeviceInfo {
+                    index: idx,
+                    cuda_id: i.cuda_id,
+                    name,
+                    sm_count: i.sm_count,
+                    compute_capability: (i.major, i.minor),
+                    total_mem: i.total_mem as u64,
+                    free_mem: i.free_mem as u64,
+                };
+                info!(device = idx, name = %info.name, sms = info.sm_count, total_mem = info.total_mem, "gpu found");
+                devices.push(Device { info, state: Mutex::new(DeviceState::default()) });
+            }
+            Ok(CudaBackend { devices, next: AtomicUsize::new(0), opts })
+        }
+
+        /// Devices in use.
+        pub fn devices(&self) -> Vec<DeviceInfo> {
+            self.devices.iter().map(|d| d.info.clone()).collect()
+        }
+
+        /// A free device, or (all busy) the next one in turn.
+        fn acquire(&self) -> (usize, MutexGuard<'_, DeviceState>) {
+            let n = self.devices.len();
+            let start = self.next.fetch_add(1, Ordering::Relaxed);
+            for k in 0..n {
+                let i = (start + k) % n;
+                if let Ok(g) = self.devices[i].state.try_lock() {
+                    return (i, g);
+                }
+            }
+            let i = start % n;
+            (i, self.devices[i].state.lock().unwrap_or_else(|e| e.into_inner()))
+        }
+
+        fn resident_bytes(srs: &ProvingKey) -> u64 {
+            (srs.h.len() + srs.l.len() + srs.a.len() + srs.b_g1.len()) as u64 * 96 + srs.b_g2.len() as u64 * 192
+        }
+
+        /// Makes `srs` resident on the device if it fits (evicting the least
+        /// recently used sets if needed); returns its index in `st.resident`.
+        fn ensure_resident(&self, dev: usize, st: &mut DeviceState, srs: &ProvingKey) -> Option<usize> {
+            st.resident.retain(|r| r.key.strong_count() > 0);
+            let key = Arc::downgrade(&srs.h);
+            if let Some(i) = st.resident.iter().position(|r| r.key.ptr_eq(&key)) {
+                st.resident[i].last_used = Instant::now();
+                return Some(i);
+            }
+            if !self.opts.srs_resident {
+                return None;
+            }
+            let need = Self::resident_bytes(srs);
+            let d = &self.devices[dev].info;
+            loop {
+                let free = cuda::info(d.index).map(|i| i.free_mem as u64).unwrap_or(0);
+                if free >= need + self.opts.vram_margin {
+                    break;
+                }
+                // Evict the least recently used set, if any, and look again.
+                let Some(lru) = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map(|(i, _)| i) else {
+                    warn!(device = dev, need, free, "parameters do not fit in device memory; streaming them per MSM");
+                    return None;
+                };
+                let r = st.resident.swap_remove(lru);
+                info!(device = dev, bytes = r.bytes, "evicting resident parameters");
+            }
+            let t = Instant::now();
+            match cuda::ResidentSrs::new(d.index, &srs.h, &srs.l, &srs.a, &srs.b_g1, &srs.b_g2) {
+                Ok(r) => {
+                    info!(device = dev, bytes = need, ms = t.elapsed().as_millis() as u64, "parameters resident on device");
+                    st.resident.push(Resident { key, srs: r, bytes: need, last_used: Instant::now() });
+                    Some(st.resident.len() - 1)
+                }
+                Err((code, msg)) => {
+                    warn!(device = dev, code, error = %msg, "could not make parameters resident; streaming them");
+                    None
+                }
+            }
+        }
+    }
+
+    /// (g^m - 1)^-1 for the coset generator g = 7 and m = 2^lg.
+    fn z_inv(lg: u32) -> Scalar {
+        let g = Scalar::MULTIPLICATIVE_GENERATOR;
+        (g.pow_vartime([1u64 << lg]) - Scalar::ONE).invert().unwrap()
+    }
+
+    fn ms(v: f64) -> Duration {
+        Duration::from_secs_f64(v.max(0.0) / 1e3)
+    }
+
+    impl Backend for CudaBackend {
+        fn name(&self) -> &'static str {
+            "cuda"
+        }
+
+        fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
+            // The host→device copy happens at the start of `execute`, on the device
+            // that runs the partition (see docs/gpu.md: pinned staging is next).
+            Ok(StagedPartition { backend: self.name(), host })
+        }
+
+        fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
+            if staged.backend != self.name() {
+                return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
+            }
+            let p = staged.host;
+            check_shapes(&p, srs)?;
+            let (dev, mut st) = self.acquire();
+            let index = self.devices[dev].info.index;
+            if st.ws.as_ref().is_none_or(|w| w.lg < p.domain_log2) {
+                st.ws = None; // free the smaller one first
+                st.ws = Some(cuda::Workspace::new(index, p.domain_log2).map_err(cuda_err("allocate workspace", dev))?);
+            }
+            let resident = self.ensure_resident(dev, &mut st, srs);
+            let inputs = cuda::Inputs {
+                a: p.a.as_ptr(),
+                b: p.b.as_ptr(),
+                c: p.c.as_ptr(),
+                n: p.a.len(),
+                lg: p.domain_log2,
+                z_inv: z_inv(p.domain_log2),
+                l_s: p.l_scalars.as_ptr(),
+                nl: p.l_scalars.len(),
+                a_s: p.a_scalars.as_ptr(),
+                na: p.a_scalars.len(),
+                b_s: p.b_scalars.as_ptr(),
+                nb: p.b_scalars.len(),
+                with_b2: with_b_g2,
+                h_pts: srs.h.as_ptr(),
+                l_pts: srs.l.as_ptr(),
+                a_pts: srs.a.as_ptr(),
+                b1_pts: srs.b_g1.as_ptr(),
+                b2_pts: srs.b_g2.as_ptr(),
+            };
+            let DeviceState { ws, resident: res, .. } = &mut *st;
+            let ws = ws.as_mut().expect("workspace allocated above");
+            let out = ws.execute(resident.map(|i| &res[i].srs), &inputs).map_err(cuda_err("execute", dev))?;
+            drop(st);
+            let timings = vec![
+                ("h2d_abc", ms(out.ms[0])),
+                ("ntt_h", ms(out.ms[1])),
+                ("msm_h", ms(out.ms[2])),
+                ("msm_l", ms(out.ms[3])),
+                ("msm_a", ms(out.ms[4])),
+                ("msm_b_g1", ms(out.ms[5])),
+            ];
+            let mut timings = timings;
+            if with_b_g2 {
+                timings.push(("msm_b_g2", ms(out.ms[6])));
+            }
+            Ok(MsmResults {
+                h: ffi::g1_projective(out.h),
+                l: ffi::g1_projective(out.l),
+                a: ffi::g1_projective(out.a),
+                b_g1: ffi::g1_projective(out.b1),
+                b_g2: with_b_g2.then(|| ffi::g2_projective(out.b2)),
+                timings,
+            })
+        }
+    }
+}
+
+pub use imp::{CudaBackend, COMPILED};
