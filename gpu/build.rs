@@ -27,7 +27,8 @@ fn main() {
     nvcc.define("TAKE_RESPONSIBILITY_FOR_ERROR_MESSAGE", None);
     nvcc.define("FEATURE_BLS12_381", None);
     for dep in ["DEP_BLST_C_SRC", "DEP_SPPARK_ROOT"] {
-        let dir = env::var_os(dep).unwrap_or_else(|| panic!("{dep} is not set (blst and sppark must be direct dependencies)"));
+        let dir = env::var_os(dep)
+            .unwrap_or_else(|| panic!("{dep} is not set (blst and sppark must be direct dependencies)"));
         nvcc.include(dir);
     }
     nvcc.flag("-Xcompiler").flag("-Wno-unused-function").flag("-t0");

@@ -103,6 +103,15 @@ struct SrsGenArgs {
     /// Seed of the toxic waste (default: random). Test parameters only.
     #[arg(long)]
     seed: Option<u64>,
+    /// Which generator: cuzk's (fast) or bellperson's `generate_random_parameters`.
+    #[arg(long, value_enum, default_value = "cuzk")]
+    generator: Generator,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Generator {
+    Cuzk,
+    Bellperson,
 }
 
 #[derive(Args)]
@@ -219,20 +228,25 @@ fn load_params(path: &Path, cfg: &Config) -> Result<Arc<ProvingKey>> {
     Ok(Arc::new(key))
 }
 
-fn generate(spec: SyntheticSpec, seed: Option<u64>, out: &Path) -> Result<()> {
+fn generate(spec: SyntheticSpec, seed: Option<u64>, out: &Path, generator: Generator) -> Result<()> {
     let pb = progress(None, &format!("generating parameters for {} constraints", spec.constraints));
     let t = Instant::now();
     let mut rng = match seed {
         Some(s) => rand_chacha::ChaCha20Rng::seed_from_u64(s),
         None => rand_chacha::ChaCha20Rng::from_entropy(),
     };
-    let key = cuzk::srs::generate_random(SyntheticCircuit::new(spec, 0)?, &mut rng)?;
+    let circuit = SyntheticCircuit::new(spec, 0)?;
+    let key = match generator {
+        Generator::Cuzk => cuzk::srs::generate_random(circuit, &mut rng)?,
+        Generator::Bellperson => cuzk::srs::generate_bellperson(circuit, &mut rng)?,
+    };
+    let gen_ms = t.elapsed().as_millis() as u64;
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     key.write(out)?;
     pb.finish_and_clear();
-    info!(file = %out.display(), constraints = spec.constraints, ms = t.elapsed().as_millis() as u64, "parameters written");
+    info!(file = %out.display(), constraints = spec.constraints, generate_ms = gen_ms, total_ms = t.elapsed().as_millis() as u64, "parameters written");
     Ok(())
 }
 
@@ -317,7 +331,7 @@ fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<E
             ));
             if !p.exists() {
                 info!(file = %p.display(), "no cached parameters for this circuit; generating them once");
-                generate(spec, None, &p)?;
+                generate(spec, None, &p, Generator::Cuzk)?;
             }
             p
         }
@@ -466,7 +480,7 @@ fn bench_compare(
 
 fn cmd_srs(cfg: &Config, cmd: SrsCmd) -> Result<ExitCode> {
     match cmd {
-        SrsCmd::Gen(a) => generate(a.circuit.spec()?, a.seed, &a.out)?,
+        SrsCmd::Gen(a) => generate(a.circuit.spec()?, a.seed, &a.out, a.generator)?,
         SrsCmd::Info { file } => {
             let k = load_params(&file, cfg)?;
             println!(

@@ -136,7 +136,12 @@ pub struct BackendConfig {
 
 impl Default for BackendConfig {
     fn default() -> Self {
-        BackendConfig { kind: BackendKind::Auto, devices: Vec::new(), srs_resident: true, vram_margin: ByteSize(4 << 30) }
+        BackendConfig {
+            kind: BackendKind::Auto,
+            devices: Vec::new(),
+            srs_resident: true,
+            vram_margin: ByteSize(4 << 30),
+        }
     }
 }
 

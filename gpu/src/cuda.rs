@@ -162,8 +162,8 @@ mod imp {
                     return Err(GpuError::Unavailable(format!("device {idx} configured, but only {n} usable")));
                 }
                 let i = cuda::info(idx).map_err(|(_, m)| GpuError::Unavailable(format!("device {idx}: {m}")))?;
-                let name = String::from_utf8_lossy(&i.name[..i.name.iter().position(|b| *b == 0).unwrap_or(0)])
-                    .into_owned();
+                let name =
+                    String::from_utf8_lossy(&i.name[..i.name.iter().position(|b| *b == 0).unwrap_or(0)]).into_owned();
                 let info = DeviceInfo {
                     index: idx,
                     cuda_id: i.cuda_id,
@@ -232,7 +232,12 @@ mod imp {
             let t = Instant::now();
             match cuda::ResidentSrs::new(d.index, &srs.h, &srs.l, &srs.a, &srs.b_g1, &srs.b_g2) {
                 Ok(r) => {
-                    info!(device = dev, bytes = need, ms = t.elapsed().as_millis() as u64, "parameters resident on device");
+                    info!(
+                        device = dev,
+                        bytes = need,
+                        ms = t.elapsed().as_millis() as u64,
+                        "parameters resident on device"
+                    );
                     st.resident.push(Resident { key, srs: r, bytes: need, last_used: Instant::now() });
                     Some(st.resident.len() - 1)
                 }

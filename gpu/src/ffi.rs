@@ -129,7 +129,8 @@ pub(crate) mod cuda {
     }
 
     pub fn info(id: usize) -> Result<GpuInfo, (i32, String)> {
-        let mut out = GpuInfo { cuda_id: 0, sm_count: 0, major: 0, minor: 0, total_mem: 0, free_mem: 0, name: [0; 256] };
+        let mut out =
+            GpuInfo { cuda_id: 0, sm_count: 0, major: 0, minor: 0, total_mem: 0, free_mem: 0, name: [0; 256] };
         // SAFETY: `out` is a valid, writable GpuInfo.
         check(unsafe { cuzk_gpu_info(id, &mut out) })?;
         Ok(out)

@@ -21,15 +21,18 @@ use rayon::prelude::*;
 fn g1s(n: usize, seed: u64) -> Vec<G1Affine> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let (p0, q) = (G1Projective::random(&mut rng), G1Projective::random(&mut rng));
-    let proj: Vec<G1Projective> =
-        (0..n).into_par_iter().chunks(4096).flat_map_iter(|c| {
+    let proj: Vec<G1Projective> = (0..n)
+        .into_par_iter()
+        .chunks(4096)
+        .flat_map_iter(|c| {
             let mut p = p0 + q * Scalar::from(c[0] as u64);
             c.into_iter().map(move |_| {
                 let r = p;
                 p += q;
                 r
             })
-        }).collect();
+        })
+        .collect();
     let mut out = vec![G1Affine::identity(); n];
     G1Projective::batch_normalize(&proj, &mut out);
     out
@@ -38,22 +41,28 @@ fn g1s(n: usize, seed: u64) -> Vec<G1Affine> {
 fn g2s(n: usize, seed: u64) -> Vec<G2Affine> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let (p0, q) = (G2Projective::random(&mut rng), G2Projective::random(&mut rng));
-    let proj: Vec<G2Projective> =
-        (0..n).into_par_iter().chunks(4096).flat_map_iter(|c| {
+    let proj: Vec<G2Projective> = (0..n)
+        .into_par_iter()
+        .chunks(4096)
+        .flat_map_iter(|c| {
             let mut p = p0 + q * Scalar::from(c[0] as u64);
             c.into_iter().map(move |_| {
                 let r = p;
                 p += q;
                 r
             })
-        }).collect();
+        })
+        .collect();
     let mut out = vec![G2Affine::identity(); n];
     G2Projective::batch_normalize(&proj, &mut out);
     out
 }
 
 fn scalars(n: usize, seed: u64) -> Vec<Scalar> {
-    (0..n).into_par_iter().map(|i| Scalar::random(rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64) << 20))).collect()
+    (0..n)
+        .into_par_iter()
+        .map(|i| Scalar::random(rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ (i as u64) << 20)))
+        .collect()
 }
 
 fn bytes(v: &[Scalar]) -> Vec<ScalarBytes> {

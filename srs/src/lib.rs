@@ -17,5 +17,5 @@ mod key;
 
 pub use error::SrsError;
 pub use file::LoadOptions;
-pub use generate::generate_random;
+pub use generate::{generate_bellperson, generate_random};
 pub use key::ProvingKey;
