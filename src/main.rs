@@ -155,6 +155,15 @@ struct BenchArgs {
     /// Witness/randomness seed (default: [bench] seed).
     #[arg(long)]
     seed: Option<u64>,
+    /// Public inputs of the synthetic circuit (default: [bench] public_inputs).
+    #[arg(long)]
+    public_inputs: Option<usize>,
+    /// A-query density (default: [bench] a_density).
+    #[arg(long)]
+    a_density: Option<f64>,
+    /// B-query density (default: [bench] b_density).
+    #[arg(long)]
+    b_density: Option<f64>,
     /// Use this parameter file instead of the cached generated one.
     #[arg(long, value_name = "FILE")]
     params: Option<PathBuf>,
@@ -317,9 +326,9 @@ fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<E
     }
     let spec = SyntheticSpec {
         constraints: 1usize.checked_shl(log2).filter(|_| log2 <= 32).context("--log2 at most 32")?,
-        public_inputs: b.public_inputs,
-        a_density: b.a_density,
-        b_density: b.b_density,
+        public_inputs: a.public_inputs.unwrap_or(b.public_inputs),
+        a_density: a.a_density.unwrap_or(b.a_density),
+        b_density: a.b_density.unwrap_or(b.b_density),
     };
     spec.validate()?;
     let params = match &a.params {
@@ -402,7 +411,7 @@ fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<E
         }
     };
     println!(
-        "{} ({}): {} proofs of 2^{log2} constraints in {:.2} s = {:.1} proofs/min ({:.3} s/proof), {} verified, peak RSS {}",
+        "{} ({}): {} proofs of 2^{log2} constraints in {:.2} s = {:.1} proofs/min ({:.3} s/proof), {} verified, peak RSS {}, digest {}",
         match result.prover {
             Prover::Cuzk => "cuzk",
             Prover::Bellperson => "bellperson",
@@ -413,7 +422,8 @@ fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<E
         result.proofs_per_min,
         result.s_per_proof,
         result.verified,
-        bench::fmt_bytes(result.peak_rss_bytes)
+        bench::fmt_bytes(result.peak_rss_bytes),
+        &result.proofs_digest[..16]
     );
     if let Some(j) = &a.json {
         std::fs::write(j, serde_json::to_vec_pretty(&result)?)?;
@@ -440,6 +450,9 @@ fn bench_compare(
             cmd.arg("--config").arg(c);
         }
         cmd.args(["bench", "--prover", prover, "--log2", &log2.to_string(), "--count", &count.to_string()])
+            .args(a.public_inputs.map(|p| format!("--public-inputs={p}")))
+            .args(a.a_density.map(|d| format!("--a-density={d}")))
+            .args(a.b_density.map(|d| format!("--b-density={d}")))
             .args(["--seed", &seed.to_string(), "--params"])
             .arg(params)
             .arg("--json")

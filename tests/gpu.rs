@@ -1,0 +1,77 @@
+//! On a GPU host: the CUDA backend's proofs are byte-identical to the CPU backend's
+//! and to bellperson's prover for the same r, s, and verify. Sizes: synthetic
+//! circuits 2^10..2^16 with real parameters (always) plus `CUZK_GPU_TEST_BIG_LOG2`
+//! (e.g. "20,22"). Skips cleanly where there is no GPU.
+
+mod common;
+
+// The kernel-level CPU/CUDA equivalence test of cuzk-gpu, compiled into this binary
+// too so that one test binary carries every GPU check to the GPU host.
+#[path = "../gpu/tests/cuda_vs_cpu.rs"]
+mod kernels;
+
+use common::*;
+use cuzk::{actors::config::BackendKind, prove_circuits, Engine, SyntheticCircuit};
+
+fn gpu_engine() -> Option<Engine> {
+    let mut cfg = small_config();
+    cfg.backend.kind = BackendKind::Gpu;
+    match Engine::start(cfg) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
+
+fn cpu_engine() -> Engine {
+    let mut cfg = small_config();
+    cfg.backend.kind = BackendKind::Cpu;
+    Engine::start(cfg).unwrap()
+}
+
+#[test]
+fn gpu_proofs_match_cpu_and_bellperson() {
+    let Some(gpu) = gpu_engine() else { return };
+    assert_eq!(gpu.backend(), "cuda");
+    let cpu = cpu_engine();
+    let mut cases = vec![
+        (1 << 10, 2, 1.0, 1.0),
+        (1000, 0, 1.0, 1.0),
+        (3001, 1, 0.1, 0.05),
+        (1 << 12, 40, 0.5, 0.0),
+        (700, 300, 0.0, 1.0),
+        ((1 << 14) + 5, 3, 1.0, 1.0),
+        ((1 << 16) - 7, 2, 0.3, 0.6),
+    ];
+    if let Ok(big) = std::env::var("CUZK_GPU_TEST_BIG_LOG2") {
+        for k in big.split(',').filter(|s| !s.is_empty()) {
+            cases.push((1usize << k.trim().parse::<u32>().unwrap(), 2, 1.0, 1.0));
+        }
+    }
+    for (n, p, a, b) in cases {
+        let spec = spec(n, p, a, b);
+        let t = std::time::Instant::now();
+        let srs = params(spec);
+        let gen = t.elapsed();
+        let circuits: Vec<_> = (0..2).map(|i| SyntheticCircuit::new(spec, 50 + i).unwrap()).collect();
+        let rs = randomness(2, n as u64);
+        let t = std::time::Instant::now();
+        let g = prove_circuits(&gpu, srs.clone(), circuits.clone(), Some(rs.clone())).unwrap();
+        let gpu_time = t.elapsed();
+        let c = prove_circuits(&cpu, srs.clone(), circuits.clone(), Some(rs.clone())).unwrap();
+        for (i, circuit) in circuits.into_iter().enumerate() {
+            let public = circuit.public_inputs();
+            assert_eq!(bytes(&g.proofs[i]), bytes(&c.proofs[i]), "{spec:?} partition {i}: GPU vs CPU backend");
+            if n <= 1 << 16 {
+                let want = reference(circuit, &srs, rs[i].0, rs[i].1);
+                assert_eq!(bytes(&g.proofs[i]), bytes(&want), "{spec:?} partition {i}: GPU vs bellperson");
+            }
+            assert!(verifies(&srs, &g.proofs[i], &public), "{spec:?} partition {i}");
+        }
+        eprintln!("ok {spec:?}: params {gen:?}, 2 GPU proofs {gpu_time:?}, ops {:?}", g.timings.ops);
+    }
+    gpu.shutdown();
+    cpu.shutdown();
+}
