@@ -24,6 +24,13 @@ fn main() {
     // assembled with the same defines and include paths, and our own targets.
     let mut nvcc = cc::Build::new();
     nvcc.cuda(true);
+    // Never `-G`: cc adds it whenever the profile has debug info (our release profile
+    // keeps line tables), and device code built with `-G` is unoptimized and breaks
+    // sppark's warp-synchronous sort: on an H200 the MSM's cooperative `sort` kernel
+    // hung in `grid.sync()` (seen with cuda-gdb, 2026-11-29). `-lineinfo` keeps
+    // source lines for profilers without changing the code.
+    nvcc.debug(false);
+    nvcc.flag("-lineinfo");
     nvcc.define("TAKE_RESPONSIBILITY_FOR_ERROR_MESSAGE", None);
     nvcc.define("FEATURE_BLS12_381", None);
     for dep in ["DEP_BLST_C_SRC", "DEP_SPPARK_ROOT"] {

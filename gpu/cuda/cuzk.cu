@@ -202,6 +202,23 @@ __global__ void h_on_coset(fr_t* a, const fr_t* b, const fr_t* c, fr_t z_inv, si
     }
 }
 
+// CUZK_CUDA_TRACE=1: synchronize and report after every step (finds a failing or
+// hanging kernel; slows everything down).
+static bool trace_on()
+{
+    static const bool on = [] { const char* v = getenv("CUZK_CUDA_TRACE"); return v && *v == '1'; }();
+    return on;
+}
+
+static void trace(const gpu_t& gpu, const char* step)
+{
+    if (!trace_on()) return;
+    fprintf(stderr, "cuzk-cuda: %s ...\n", step);
+    gpu.sync();
+    CUDA_OK(cudaGetLastError());
+    fprintf(stderr, "cuzk-cuda: %s done\n", step);
+}
+
 static double ms_since(std::chrono::steady_clock::time_point t)
 {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
@@ -250,12 +267,15 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
         if (N > in->n) s.bzero(dv[k] + in->n, N - in->n);
     }
     for (int k = 0; k < 3; k++) gpu[k].sync();
+    trace(gpu, "upload");
     out->ms[0] = ms_since(t);
     t = std::chrono::steady_clock::now();
     for (int k = 0; k < 3; k++) {
         stream_t& s = gpu[k];
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
+        trace(gpu, "intt");
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
+        trace(gpu, "coset ntt");
     }
     event_t ev_b, ev_c;
     ev_b.record(gpu[1]);
@@ -264,7 +284,9 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
     ev_c.wait(gpu[0]);
     h_on_coset<<<gpu.sm_count() * 4, 256, 0, gpu[0]>>>(d_a, d_b, d_c, in->z_inv, N);
     CUDA_OK(cudaGetLastError());
+    trace(gpu, "h_on_coset");
     NTT::Base_dev_ptr(gpu[0], d_a, in->lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
+    trace(gpu, "coset intt");
     gpu.sync();
     out->ms[1] = ms_since(t);
 
@@ -290,13 +312,16 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
             }
         }
     }
+    trace(gpu, "msm h");
     out->ms[2] = ms_since(t);
 
     t = std::chrono::steady_clock::now();
     run_msm(gpu, srs ? srs->l.get() : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
+    trace(gpu, "msm l");
     out->ms[3] = ms_since(t);
     t = std::chrono::steady_clock::now();
     run_msm(gpu, srs ? srs->a.get() : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
+    trace(gpu, "msm a");
     out->ms[4] = ms_since(t);
     t = std::chrono::steady_clock::now();
     run_msm(gpu, srs ? srs->b1.get() : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
