@@ -52,6 +52,12 @@ enum SrsCmd {
         /// Parameter file in bellperson format.
         file: PathBuf,
     },
+    /// Time loading a parameter file with cuzk (mmap + parallel decode) and with
+    /// bellperson (`Parameters::read`, `build_mapped_parameters`), same file, same run.
+    LoadBench {
+        /// Parameter file in bellperson format.
+        file: PathBuf,
+    },
 }
 
 /// Which synthetic circuit.
@@ -491,8 +497,37 @@ fn bench_compare(
     Ok(ExitCode::SUCCESS)
 }
 
+fn load_bench(file: &Path) -> Result<()> {
+    use bellperson::groth16::Parameters;
+    let bytes = std::fs::metadata(file).with_context(|| format!("{}", file.display()))?.len();
+    let gbps = |d: Duration| bytes as f64 / 1e9 / d.as_secs_f64();
+    // Warm the page cache once so every reader sees the same state.
+    let _ = std::fs::read(file)?;
+    let mut rows = Vec::new();
+    for checked in [false, true] {
+        let t = Instant::now();
+        let k = ProvingKey::load(file, LoadOptions { subgroup_checks: checked })?;
+        rows.push((format!("cuzk ProvingKey::load (subgroup checks: {checked})"), t.elapsed()));
+        drop(k);
+        let t = Instant::now();
+        let p = Parameters::<blstrs::Bls12>::read(std::io::BufReader::new(std::fs::File::open(file)?), checked)?;
+        rows.push((format!("bellperson Parameters::read (checked: {checked})"), t.elapsed()));
+        drop(p);
+    }
+    let t = Instant::now();
+    let m = Parameters::<blstrs::Bls12>::build_mapped_parameters(file.to_path_buf(), false)?;
+    rows.push(("bellperson build_mapped_parameters (offsets only; decodes per proof)".into(), t.elapsed()));
+    drop(m);
+    println!("{} ({}):", file.display(), bench::fmt_bytes(bytes));
+    for (what, d) in rows {
+        println!("  {what:<70} {:>8.3} s  {:>6.2} GB/s", d.as_secs_f64(), gbps(d));
+    }
+    Ok(())
+}
+
 fn cmd_srs(cfg: &Config, cmd: SrsCmd) -> Result<ExitCode> {
     match cmd {
+        SrsCmd::LoadBench { file } => load_bench(&file)?,
         SrsCmd::Gen(a) => generate(a.circuit.spec()?, a.seed, &a.out, a.generator)?,
         SrsCmd::Info { file } => {
             let k = load_params(&file, cfg)?;
