@@ -14,14 +14,18 @@ use cuzk_gpu::{
 };
 use cuzk_srs::ProvingKey;
 use ff::Field;
-use group::{prime::PrimeCurveAffine, Curve, Group};
+use group::{Curve, Group};
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
-fn g1s(n: usize, seed: u64) -> Vec<G1Affine> {
+/// n distinct points p0 + i*q (cheap: one addition each), normalized in a batch.
+fn points<G: Group<Scalar = Scalar> + Curve + Send + Sync>(n: usize, seed: u64) -> Vec<G::AffineRepr>
+where
+    G::AffineRepr: Send + Default + Clone,
+{
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let (p0, q) = (G1Projective::random(&mut rng), G1Projective::random(&mut rng));
-    let proj: Vec<G1Projective> = (0..n)
+    let (p0, q) = (G::random(&mut rng), G::random(&mut rng));
+    let proj: Vec<G> = (0..n)
         .into_par_iter()
         .chunks(4096)
         .flat_map_iter(|c| {
@@ -33,29 +37,17 @@ fn g1s(n: usize, seed: u64) -> Vec<G1Affine> {
             })
         })
         .collect();
-    let mut out = vec![G1Affine::identity(); n];
-    G1Projective::batch_normalize(&proj, &mut out);
+    let mut out = vec![G::AffineRepr::default(); n];
+    G::batch_normalize(&proj, &mut out);
     out
 }
 
+fn g1s(n: usize, seed: u64) -> Vec<G1Affine> {
+    points::<G1Projective>(n, seed)
+}
+
 fn g2s(n: usize, seed: u64) -> Vec<G2Affine> {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let (p0, q) = (G2Projective::random(&mut rng), G2Projective::random(&mut rng));
-    let proj: Vec<G2Projective> = (0..n)
-        .into_par_iter()
-        .chunks(4096)
-        .flat_map_iter(|c| {
-            let mut p = p0 + q * Scalar::from(c[0] as u64);
-            c.into_iter().map(move |_| {
-                let r = p;
-                p += q;
-                r
-            })
-        })
-        .collect();
-    let mut out = vec![G2Affine::identity(); n];
-    G2Projective::batch_normalize(&proj, &mut out);
-    out
+    points::<G2Projective>(n, seed)
 }
 
 fn scalars(n: usize, seed: u64) -> Vec<Scalar> {

@@ -30,45 +30,32 @@ trait Point: Sized + Send + Sync + Copy {
     fn encode(&self) -> Vec<u8>;
 }
 
-impl Point for G1Affine {
-    const LEN: usize = G1_LEN;
-    fn decode(bytes: &[u8], checked: bool) -> Result<Self, &'static str> {
-        let arr: &[u8; G1_LEN] = bytes.try_into().expect("caller slices exact length");
-        let p = if checked { G1Affine::from_uncompressed(arr) } else { G1Affine::from_uncompressed_unchecked(arr) };
-        let p: G1Affine = Option::from(p).ok_or(if checked {
-            "not on the curve or not in the subgroup"
-        } else {
-            "not on the curve"
-        })?;
-        if bool::from(p.is_identity()) {
-            return Err("point at infinity");
+macro_rules! point {
+    ($t:ty, $len:expr) => {
+        impl Point for $t {
+            const LEN: usize = $len;
+            fn decode(bytes: &[u8], checked: bool) -> Result<Self, &'static str> {
+                let arr: &[u8; $len] = bytes.try_into().expect("caller slices exact length");
+                let p = if checked { <$t>::from_uncompressed(arr) } else { <$t>::from_uncompressed_unchecked(arr) };
+                let p: $t = Option::from(p).ok_or(if checked {
+                    "not on the curve or not in the subgroup"
+                } else {
+                    "not on the curve"
+                })?;
+                if bool::from(p.is_identity()) {
+                    return Err("point at infinity");
+                }
+                Ok(p)
+            }
+            fn encode(&self) -> Vec<u8> {
+                self.to_uncompressed().to_vec()
+            }
         }
-        Ok(p)
-    }
-    fn encode(&self) -> Vec<u8> {
-        self.to_uncompressed().to_vec()
-    }
+    };
 }
 
-impl Point for G2Affine {
-    const LEN: usize = G2_LEN;
-    fn decode(bytes: &[u8], checked: bool) -> Result<Self, &'static str> {
-        let arr: &[u8; G2_LEN] = bytes.try_into().expect("caller slices exact length");
-        let p = if checked { G2Affine::from_uncompressed(arr) } else { G2Affine::from_uncompressed_unchecked(arr) };
-        let p: G2Affine = Option::from(p).ok_or(if checked {
-            "not on the curve or not in the subgroup"
-        } else {
-            "not on the curve"
-        })?;
-        if bool::from(p.is_identity()) {
-            return Err("point at infinity");
-        }
-        Ok(p)
-    }
-    fn encode(&self) -> Vec<u8> {
-        self.to_uncompressed().to_vec()
-    }
-}
+point!(G1Affine, G1_LEN);
+point!(G2Affine, G2_LEN);
 
 /// A cursor over the mapped bytes that reports errors with the file name.
 struct Reader<'a> {
