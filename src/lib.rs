@@ -38,7 +38,7 @@ pub use cuzk_actors::{
 };
 pub use cuzk_gpu as gpu;
 pub use cuzk_srs::{self as srs, LoadOptions, ProvingKey};
-pub use cuzk_synth::{SyntheticCircuit, SyntheticSpec};
+pub use cuzk_synth::{self as synth, SyntheticCircuit, SyntheticSpec};
 
 /// Errors of [`prove_circuits`].
 #[derive(Debug, thiserror::Error)]

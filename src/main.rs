@@ -41,6 +41,21 @@ enum Cmd {
     Prove(ProveArgs),
     /// Benchmark the pipeline on a stream of synthetic proofs and report the bottleneck.
     Bench(BenchArgs),
+    /// Seal random data with filecoin-proofs and write its C1 output (test fixture).
+    GenC1(GenC1Args),
+}
+
+#[derive(Args)]
+struct GenC1Args {
+    /// Sector size: 2KiB or 8MiB (larger ones work but take long).
+    #[arg(long, default_value = "2KiB")]
+    sector_size: String,
+    /// Seed of the data, ticket, seed and ids.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Output directory.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -64,7 +79,7 @@ enum SrsCmd {
 #[derive(Args, Clone)]
 struct CircuitArgs {
     /// 2^K constraints.
-    #[arg(long, value_name = "K", conflicts_with = "constraints", required_unless_present = "constraints")]
+    #[arg(long, value_name = "K", conflicts_with = "constraints")]
     synthetic: Option<u32>,
     /// Exactly N constraints (any N).
     #[arg(long, value_name = "N")]
@@ -86,7 +101,7 @@ impl CircuitArgs {
             (Some(k), None) if k <= 32 => 1usize << k,
             (Some(k), None) => bail!("--synthetic {k}: at most 32 (BLS12-381's largest NTT domain)"),
             (None, Some(n)) => n,
-            _ => bail!("give exactly one of --synthetic K or --constraints N"),
+            _ => bail!("give --synthetic K or --constraints N (or, where supported, --porep / --c1)"),
         };
         let spec = SyntheticSpec {
             constraints,
@@ -103,9 +118,17 @@ impl CircuitArgs {
 struct SrsGenArgs {
     #[command(flatten)]
     circuit: CircuitArgs,
-    /// Output file.
-    #[arg(long, value_name = "FILE")]
-    out: PathBuf,
+    /// Output file (synthetic circuits).
+    #[arg(long, value_name = "FILE", required_unless_present = "porep")]
+    out: Option<PathBuf>,
+    /// Parameters for Filecoin's PoRep circuit of this sector size (2KiB, 8MiB,
+    /// 512MiB, ...; API v1.1), written under Filecoin's names into --cache.
+    #[arg(long, value_name = "SIZE", conflicts_with_all = ["synthetic", "constraints", "out"])]
+    porep: Option<String>,
+    /// Parameter cache directory for --porep (default: FIL_PROOFS_PARAMETER_CACHE or
+    /// /var/tmp/filecoin-proof-parameters).
+    #[arg(long, value_name = "DIR", requires = "porep")]
+    cache: Option<PathBuf>,
     /// Seed of the toxic waste (default: random). Test parameters only.
     #[arg(long)]
     seed: Option<u64>,
@@ -124,9 +147,23 @@ enum Generator {
 struct ProveArgs {
     #[command(flatten)]
     circuit: CircuitArgs,
-    /// Parameter file for this circuit.
-    #[arg(long, value_name = "FILE")]
-    params: PathBuf,
+    /// Parameter file for the synthetic circuit.
+    #[arg(long, value_name = "FILE", required_unless_present = "c1")]
+    params: Option<PathBuf>,
+    /// A Filecoin C1 output (filecoin-proofs-api JSON or the Lotus/Curio wrapper):
+    /// prove the sector's commit phase 2.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["synthetic", "constraints", "params"], requires_all = ["prover_id", "sector_id"])]
+    c1: Option<PathBuf>,
+    /// Prover id (32 bytes hex, or an actor id like 1000 / f01000).
+    #[arg(long, value_name = "HEX")]
+    prover_id: Option<String>,
+    /// Sector number.
+    #[arg(long, value_name = "N")]
+    sector_id: Option<u64>,
+    /// Filecoin parameter cache (default: [ingest] param_cache, FIL_PROOFS_PARAMETER_CACHE,
+    /// /var/tmp/filecoin-proof-parameters).
+    #[arg(long, value_name = "DIR")]
+    param_cache: Option<PathBuf>,
     /// Number of proofs.
     #[arg(long, default_value_t = 1)]
     count: usize,
@@ -265,6 +302,68 @@ fn generate(spec: SyntheticSpec, seed: Option<u64>, out: &Path, generator: Gener
     Ok(())
 }
 
+/// Random parameters for Filecoin's PoRep circuit, under Filecoin's file names, with
+/// the verifying key beside them (what filecoin-proofs' verify_seal reads).
+fn gen_porep(size: &str, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()> {
+    use cuzk::synth::porep;
+    let proof = porep::proof_for_sector_size(size).map_err(anyhow::Error::msg)?;
+    let dir = cache.unwrap_or_else(porep::default_parameter_cache);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (params, vk) = porep::parameter_files(&dir, proof)?;
+    let pb = progress(None, &format!("generating test parameters for {proof:?}"));
+    let t = Instant::now();
+    let mut rng = match seed {
+        Some(s) => rand_chacha::ChaCha20Rng::seed_from_u64(s),
+        None => rand_chacha::ChaCha20Rng::from_entropy(),
+    };
+    let key = cuzk::srs::generate_random(porep::blank_circuit(proof)?, &mut rng)?;
+    key.write(&params)?;
+    let mut f = std::fs::File::create(&vk).with_context(|| format!("creating {}", vk.display()))?;
+    key.vk.write(&mut f)?;
+    pb.finish_and_clear();
+    println!(
+        "{proof:?}: {} (domain 2^{}, {} aux) and {} in {:.1} s",
+        params.display(),
+        key.domain_size().trailing_zeros(),
+        key.l.len(),
+        vk.display(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// A C1 output for tests and benchmarks: seals random data with filecoin-proofs.
+fn cmd_gen_c1(a: GenC1Args) -> Result<ExitCode> {
+    use cuzk::synth::porep;
+    let proof = porep::proof_for_sector_size(&a.sector_size).map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let pb = progress(None, &format!("sealing a {} sector", a.sector_size));
+    let t = Instant::now();
+    let f = porep::generate_c1(proof, a.seed, &a.out.join("work"))?;
+    pb.finish_and_clear();
+    std::fs::write(a.out.join("c1.json"), &f.c1_json)?;
+    std::fs::write(a.out.join("c1-wrapper.json"), &f.wrapper_json)?;
+    let meta = serde_json::json!({
+        "registered_proof": format!("{:?}", f.registered_proof),
+        "prover_id": hex(&f.prover_id),
+        "sector_id": f.sector_id,
+        "ticket": hex(&f.ticket),
+        "seed": hex(&f.seed),
+        "comm_r": hex(&f.comm_r),
+        "comm_d": hex(&f.comm_d),
+    });
+    std::fs::write(a.out.join("meta.json"), serde_json::to_vec_pretty(&meta)?)?;
+    let _ = std::fs::remove_dir_all(a.out.join("work"));
+    println!(
+        "{}: c1.json, c1-wrapper.json, meta.json (prover id {}, sector {}) in {:.1} s",
+        a.out.display(),
+        hex(&f.prover_id),
+        f.sector_id,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn digest(results: &StreamOutcome) -> String {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
@@ -276,12 +375,96 @@ fn digest(results: &StreamOutcome) -> String {
     format!("{:x}", h.finalize())
 }
 
+/// A prover id: 64 hex digits, or an actor id (`1000`, `f01000`, `t01000`) turned into
+/// bytes the way Lotus does (unsigned LEB128 of the id, zero-padded to 32 bytes).
+fn parse_prover_id(s: &str) -> Result<[u8; 32]> {
+    let t = s.trim().trim_start_matches("0x");
+    if t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()) {
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&t[2 * i..2 * i + 2], 16)?;
+        }
+        return Ok(out);
+    }
+    let digits = t.trim_start_matches(['f', 't']).trim_start_matches('0');
+    let id: u64 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().with_context(|| format!("prover id `{s}`: not 64 hex digits nor an actor id"))?
+    };
+    let mut out = [0u8; 32];
+    let (mut v, mut i) = (id, 0);
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        out[i] = if v == 0 { byte } else { byte | 0x80 };
+        i += 1;
+        if v == 0 {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
+    let prover_id = parse_prover_id(a.prover_id.as_deref().context("--prover-id is required with --c1")?)?;
+    let sector_id = a.sector_id.context("--sector-id is required with --c1")?;
+    let mut engine_cfg = cfg.engine.clone();
+    if let Some(dir) = &a.param_cache {
+        engine_cfg.ingest.param_cache = dir.clone();
+    }
+    let cache = engine_cfg.ingest.param_cache_dir();
+    let bytes = std::fs::read(c1_path).with_context(|| format!("reading {}", c1_path.display()))?;
+    let engine = Engine::start(engine_cfg.clone())?;
+    let t = Instant::now();
+    let mut job = cuzk::JobSpec::porep_c1(bytes.clone(), prover_id, sector_id);
+    if let Some(seed) = a.seed {
+        job = job.with_seed(seed);
+    }
+    let out = engine.submit_blocking(job)?.wait_blocking();
+    engine.shutdown();
+    let out = out?;
+    let proof = out.proof_bytes();
+    println!("{} partitions, {} bytes, in {:.2} s", out.proofs.len(), proof.len(), t.elapsed().as_secs_f64());
+    if let Some(p) = &a.out {
+        std::fs::write(p, &proof).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if a.verify {
+        let c1 = cuzk::synth::porep::parse_c1(&bytes, usize::MAX)?;
+        let o = &c1.output;
+        // filecoin-proofs finds the verifying key through this variable.
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
+        let ok = cuzk::synth::porep::verify_seal(
+            c1.registered_proof(),
+            o.comm_r,
+            o.comm_d,
+            prover_id,
+            sector_id,
+            o.ticket,
+            o.seed,
+            &proof,
+        )?;
+        println!("verify_seal: {}", if ok { "valid" } else { "INVALID" });
+        if !ok {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn cmd_prove(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
+    if let Some(c1) = a.c1.clone() {
+        return cmd_prove_c1(cfg, &a, &c1);
+    }
     let spec = a.circuit.spec()?;
     if a.count == 0 {
         bail!("--count must be at least 1");
     }
-    let srs = load_params(&a.params, cfg)?;
+    let srs = load_params(a.params.as_deref().context("--params is required")?, cfg)?;
     let engine = Engine::start(cfg.engine.clone())?;
     let seed = a.seed.unwrap_or_else(rand::random);
     let pb = progress(Some(a.count as u64), "proving");
@@ -528,7 +711,10 @@ fn load_bench(file: &Path) -> Result<()> {
 fn cmd_srs(cfg: &Config, cmd: SrsCmd) -> Result<ExitCode> {
     match cmd {
         SrsCmd::LoadBench { file } => load_bench(&file)?,
-        SrsCmd::Gen(a) => generate(a.circuit.spec()?, a.seed, &a.out, a.generator)?,
+        SrsCmd::Gen(a) => match &a.porep {
+            Some(size) => gen_porep(size, a.cache.clone(), a.seed)?,
+            None => generate(a.circuit.spec()?, a.seed, a.out.as_deref().context("--out is required")?, a.generator)?,
+        },
         SrsCmd::Info { file } => {
             let k = load_params(&file, cfg)?;
             println!(
@@ -563,6 +749,7 @@ fn main() -> ExitCode {
         Cmd::Srs { cmd } => cmd_srs(&cfg, cmd),
         Cmd::Prove(a) => cmd_prove(&cfg, a),
         Cmd::Bench(a) => cmd_bench(&cfg, cli.config.as_deref(), a),
+        Cmd::GenC1(a) => cmd_gen_c1(a),
     };
     match res {
         Ok(code) => code,

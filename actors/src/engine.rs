@@ -5,7 +5,7 @@
 use std::{
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Mutex,
+        Arc, Mutex, OnceLock,
     },
     thread::JoinHandle,
     time::{Duration, Instant},
@@ -168,20 +168,21 @@ impl Engine {
     }
 
     fn context(&self, spec: &JobSpec) -> Result<Arc<JobContext>, SubmitError> {
-        if spec.partitions == 0 {
-            return Err(SubmitError::Invalid("job has no partitions".into()));
-        }
-        let randomness = spec.resolve_randomness()?;
-        Ok(Arc::new(JobContext {
+        let ctx = JobContext {
             id: JobId(self.inner.next_id.fetch_add(1, Ordering::Relaxed)),
             priority: spec.priority,
-            srs: spec.srs.clone(),
-            randomness,
-            partitions: spec.partitions,
+            srs: OnceLock::new(),
+            shape: OnceLock::new(),
+            randomness_spec: spec.randomness.clone(),
             cancel: CancelToken::default(),
             submitted: Instant::now(),
             fault: spec.fault,
-        }))
+        };
+        // Circuit jobs know their shape now; PoRep jobs learn it in Ingest.
+        if let (Some(srs), Some(n)) = (&spec.srs, spec.partitions) {
+            ctx.set_shape(srs.clone(), n).map_err(SubmitError::Invalid)?;
+        }
+        Ok(Arc::new(ctx))
     }
 
     fn handle(&self, ctx: &JobContext, rx: oneshot::Receiver<JobResult>) -> JobHandle {

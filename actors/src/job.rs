@@ -4,7 +4,7 @@ use std::{
     fmt,
     sync::{
         atomic::{AtomicBool, Ordering},
-        Arc,
+        Arc, OnceLock,
     },
     time::{Duration, Instant},
 };
@@ -17,8 +17,6 @@ use ff::Field;
 use rand::{rngs::OsRng, SeedableRng};
 use serde::Serialize;
 use tokio::sync::Notify;
-
-use crate::SubmitError;
 
 /// The stages of the pipeline, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -157,12 +155,24 @@ pub type BoxedCircuit = Box<dyn ErasedCircuit>;
 pub enum JobInput {
     /// Arbitrary bellperson circuits over one set of parameters; one partition each.
     Circuits(Vec<BoxedCircuit>),
+    /// A Filecoin PoRep commit phase 2: the C1 output (either format), parsed and
+    /// split into partitions by Ingest, which also finds the parameters.
+    PoRep(PorepInput),
+}
+
+/// The C1 output of one sector and the ids the proof is bound to.
+pub struct PorepInput {
+    /// filecoin-proofs-api `SealCommitPhase1Output` JSON or the Lotus/Curio wrapper.
+    pub c1: Vec<u8>,
+    pub prover_id: [u8; 32],
+    pub sector_id: u64,
 }
 
 impl fmt::Debug for JobInput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JobInput::Circuits(c) => write!(f, "Circuits({})", c.len()),
+            JobInput::PoRep(p) => write!(f, "PoRep(sector {}, {} bytes)", p.sector_id, p.c1.len()),
         }
     }
 }
@@ -180,9 +190,11 @@ pub enum Randomness {
 
 /// A job to submit to the [`crate::Engine`].
 pub struct JobSpec {
-    pub(crate) srs: Arc<ProvingKey>,
+    /// Known at submission for circuit jobs; found by Ingest for PoRep jobs.
+    pub(crate) srs: Option<Arc<ProvingKey>>,
     pub(crate) input: JobInput,
-    pub(crate) partitions: usize,
+    /// Known at submission for circuit jobs; from the C1 output for PoRep jobs.
+    pub(crate) partitions: Option<usize>,
     pub(crate) randomness: Randomness,
     pub(crate) priority: i32,
     pub(crate) fault: Option<Fault>,
@@ -191,9 +203,24 @@ pub struct JobSpec {
 impl JobSpec {
     /// Proves each circuit (a partition each) with `srs`; randomness from the OS.
     pub fn circuits<C: Circuit<Scalar> + Send + 'static>(srs: Arc<ProvingKey>, circuits: Vec<C>) -> Self {
-        let partitions = circuits.len();
+        let partitions = Some(circuits.len());
         let input = JobInput::Circuits(circuits.into_iter().map(|c| Box::new(c) as BoxedCircuit).collect());
-        JobSpec { srs, input, partitions, randomness: Randomness::Os, priority: 0, fault: None }
+        JobSpec { srs: Some(srs), input, partitions, randomness: Randomness::Os, priority: 0, fault: None }
+    }
+
+    /// Proves a Filecoin PoRep C1 output (commit phase 2). Ingest parses it, finds
+    /// the parameters in the parameter cache, and splits it into partitions; the
+    /// result is the partition proofs in order ([`JobOutput::proof_bytes`] is what
+    /// `seal_commit_phase2` returns).
+    pub fn porep_c1(c1: Vec<u8>, prover_id: [u8; 32], sector_id: u64) -> Self {
+        JobSpec {
+            srs: None,
+            input: JobInput::PoRep(PorepInput { c1, prover_id, sector_id }),
+            partitions: None,
+            randomness: Randomness::Os,
+            priority: 0,
+            fault: None,
+        }
     }
 
     /// Uses these `(r, s)` pairs, one per partition (for byte-reproducible proofs).
@@ -221,16 +248,21 @@ impl JobSpec {
         self
     }
 
-    /// Number of partitions.
-    pub fn partitions(&self) -> usize {
+    /// Number of partitions, when known before Ingest.
+    pub fn partitions(&self) -> Option<usize> {
         self.partitions
     }
+}
 
-    pub(crate) fn resolve_randomness(&self) -> Result<Vec<(Scalar, Scalar)>, SubmitError> {
-        let n = self.partitions;
-        Ok(match &self.randomness {
+impl Randomness {
+    /// `n` pairs of (r, s).
+    ///
+    /// # Errors
+    /// When given pairs do not number `n`.
+    pub(crate) fn resolve(&self, n: usize) -> Result<Vec<(Scalar, Scalar)>, String> {
+        Ok(match self {
             Randomness::Given(v) if v.len() != n => {
-                return Err(SubmitError::Invalid(format!("{} (r, s) pairs given for {n} partitions", v.len())))
+                return Err(format!("{} (r, s) pairs given for {n} partitions", v.len()))
             }
             Randomness::Given(v) => v.clone(),
             Randomness::Seeded(seed) => {
@@ -243,18 +275,56 @@ impl JobSpec {
 }
 
 /// What every partition of a job carries by reference.
+///
+/// The parameters, the partition count and the randomness are set once: at
+/// submission for circuit jobs, by Ingest for PoRep jobs (before it emits any
+/// partition, so every stage after Ingest finds them set).
 pub struct JobContext {
     pub id: JobId,
     pub priority: i32,
-    pub srs: Arc<ProvingKey>,
-    pub randomness: Vec<(Scalar, Scalar)>,
-    pub partitions: usize,
+    pub(crate) srs: OnceLock<Arc<ProvingKey>>,
+    pub(crate) shape: OnceLock<(usize, Vec<(Scalar, Scalar)>)>,
+    pub(crate) randomness_spec: Randomness,
     pub cancel: CancelToken,
     pub submitted: Instant,
     pub fault: Option<Fault>,
 }
 
 impl JobContext {
+    /// The job's parameters.
+    ///
+    /// # Panics
+    /// Before Ingest set them (never after Ingest: see the type's docs).
+    pub fn srs(&self) -> &Arc<ProvingKey> {
+        self.srs.get().expect("parameters are set before partitions exist")
+    }
+
+    /// Number of partitions, once known.
+    pub fn partitions(&self) -> Option<usize> {
+        self.shape.get().map(|s| s.0)
+    }
+
+    /// (r, s) of a partition.
+    ///
+    /// # Panics
+    /// Before the partition count is set, or for a partition out of range (neither
+    /// happens after Ingest).
+    pub fn randomness(&self, partition: u32) -> (Scalar, Scalar) {
+        self.shape.get().expect("partition count is set before partitions exist").1[partition as usize]
+    }
+
+    /// Sets parameters, partition count and randomness (once; later calls are errors).
+    ///
+    /// # Errors
+    /// When already set or the randomness does not fit the count.
+    pub(crate) fn set_shape(&self, srs: Arc<ProvingKey>, partitions: usize) -> Result<(), String> {
+        if partitions == 0 {
+            return Err("job has no partitions".into());
+        }
+        let rs = self.randomness_spec.resolve(partitions)?;
+        let _ = self.srs.set(srs);
+        self.shape.set((partitions, rs)).map_err(|_| "job shape set twice".to_string())
+    }
     /// The fault to apply in `stage` to `partition`, if any.
     pub fn fault_for(&self, stage: StageName, partition: u32) -> Option<FaultKind> {
         self.fault.filter(|f| f.stage == stage && f.partition.is_none_or(|p| p == partition)).map(|f| f.kind)
@@ -263,7 +333,7 @@ impl JobContext {
 
 impl fmt::Debug for JobContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JobContext").field("id", &self.id).field("partitions", &self.partitions).finish()
+        f.debug_struct("JobContext").field("id", &self.id).field("partitions", &self.partitions()).finish()
     }
 }
 

@@ -42,5 +42,5 @@ pub mod verify;
 pub use config::{ByteSize, Config, MemoryLimit};
 pub use engine::{Engine, EngineSnapshot, JobHandle};
 pub use error::{EngineError, JobError, StageError, SubmitError};
-pub use job::{Fault, FaultKind, JobId, JobOutput, JobSpec, JobTimings, StageName, StageTiming};
+pub use job::{Fault, FaultKind, JobId, JobOutput, JobSpec, JobTimings, PorepInput, StageName, StageTiming};
 pub use metrics::StageSnapshot;

@@ -19,7 +19,7 @@ use crate::{
     budget::{BudgetActor, Ledger},
     config::Config,
     error::{EngineError, StageError},
-    ingest::Ingest,
+    ingest::{Ingest, ParamCache},
     prepare_msm::{BG2Placement, PrepareMsm},
     prove_gpu::{ProveGpu, SelectedBackend},
     runtime::{Stage, StageActor, StageControl, StageFactory, StageLimits, WorkItem},
@@ -111,7 +111,14 @@ pub fn build(cfg: &Config, selected: SelectedBackend, epoch: Instant) -> Result<
     };
     let prepare = b.stage(move || PrepareMsm { b_g2_on_cpu }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
     let synth = b.stage(|| Synthesize, cfg.synthesize.limits(), prepare.recipient(), true)?;
-    let ingest = b.stage(|| Ingest, cfg.ingest.limits(), synth.recipient(), false)?;
+    let params = Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), cuzk_srs::LoadOptions::default()));
+    let max_input_bytes = usize::try_from(cfg.ingest.max_input_bytes.0).unwrap_or(usize::MAX);
+    let ingest = b.stage(
+        move || Ingest { params: params.clone(), max_input_bytes },
+        cfg.ingest.limits(),
+        synth.recipient(),
+        false,
+    )?;
 
     // `try_send`: the tracker was just started and its mailbox is empty.
     tracker.try_send(SetStages(b.stages.clone())).map_err(|e| EngineError::Start(format!("tracker: {e}")))?;

@@ -16,6 +16,7 @@
 mod assignment;
 mod density;
 mod error;
+pub mod porep;
 mod synthetic;
 
 pub use assignment::{synthesize, Assignment, CircuitShape, ProvingAssignment};

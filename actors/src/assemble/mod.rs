@@ -47,8 +47,8 @@ impl Stage for Assemble {
 
     fn process(&self, item: WorkItem<ProvedPartition>) -> Result<Vec<WorkItem<PartitionProof>>, StageError> {
         let (p, base) = item.take();
-        let (r, s) = base.job.randomness[base.partition as usize];
-        let proof = assemble(&base.job.srs.vk, &p.msm, r, s)?;
+        let (r, s) = base.job.randomness(base.partition);
+        let proof = assemble(&base.job.srs().vk, &p.msm, r, s)?;
         Ok(vec![base.with(PartitionProof { proof, public_inputs: p.public_inputs })])
     }
 }

@@ -1,6 +1,8 @@
+use std::path::PathBuf;
+
 use serde::Deserialize;
 
-use crate::runtime::StageLimits;
+use crate::{config::ByteSize, runtime::StageLimits};
 
 /// `[ingest]`: turns a submitted job into per-partition work items.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -12,15 +14,36 @@ pub struct IngestConfig {
     pub queue_capacity: usize,
     /// Jobs parsed at once.
     pub workers: usize,
+    /// Largest C1 input accepted; larger ones are refused before parsing (a 32GiB
+    /// sector's C1 output is tens of megabytes).
+    pub max_input_bytes: ByteSize,
+    /// Filecoin parameter cache (`v28-*.params`); "" = `FIL_PROOFS_PARAMETER_CACHE`,
+    /// else /var/tmp/filecoin-proof-parameters.
+    pub param_cache: PathBuf,
 }
 
 impl Default for IngestConfig {
     fn default() -> Self {
-        IngestConfig { mailbox_capacity: 4, queue_capacity: 16, workers: 1 }
+        IngestConfig {
+            mailbox_capacity: 4,
+            queue_capacity: 16,
+            workers: 1,
+            max_input_bytes: ByteSize(512 << 20),
+            param_cache: PathBuf::new(),
+        }
     }
 }
 
 impl IngestConfig {
+    /// The parameter cache directory with the default resolved.
+    pub fn param_cache_dir(&self) -> PathBuf {
+        if self.param_cache.as_os_str().is_empty() {
+            cuzk_synth::porep::default_parameter_cache()
+        } else {
+            self.param_cache.clone()
+        }
+    }
+
     pub(crate) fn limits(&self) -> StageLimits {
         StageLimits {
             mailbox_capacity: self.mailbox_capacity,

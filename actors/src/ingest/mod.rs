@@ -3,18 +3,38 @@
 
 mod config;
 mod messages;
+mod params;
+
+use std::sync::Arc;
 
 pub use config::IngestConfig;
+use cuzk_synth::{
+    porep::{parse_c1, partition_circuits, PorepPartition},
+    Assignment, SynthError,
+};
 pub use messages::PartitionCircuit;
+pub use params::ParamCache;
 
 use crate::{
     error::StageError,
-    job::{JobInput, StageName},
+    job::{ErasedCircuit, JobInput, StageName},
     runtime::{Stage, WorkItem},
 };
 
 /// The Ingest stage.
-pub struct Ingest;
+pub struct Ingest {
+    pub params: Arc<ParamCache>,
+    pub max_input_bytes: usize,
+}
+
+/// A PoRep partition as an erased circuit.
+struct Porep(PorepPartition);
+
+impl ErasedCircuit for Porep {
+    fn synthesize(self: Box<Self>) -> Result<Assignment, SynthError> {
+        self.0.synthesize()
+    }
+}
 
 impl Stage for Ingest {
     type In = JobInput;
@@ -23,25 +43,36 @@ impl Stage for Ingest {
 
     fn process(&self, item: WorkItem<JobInput>) -> Result<Vec<WorkItem<PartitionCircuit>>, StageError> {
         let (input, base) = item.take();
-        match input {
+        let circuits: Vec<Box<dyn ErasedCircuit>> = match input {
             JobInput::Circuits(circuits) => {
-                if circuits.len() != base.job.partitions {
+                if Some(circuits.len()) != base.job.partitions() {
                     return Err(StageError::msg(format!(
-                        "job declares {} partitions but carries {} circuits",
-                        base.job.partitions,
+                        "job declares {:?} partitions but carries {} circuits",
+                        base.job.partitions(),
                         circuits.len()
                     )));
                 }
-                Ok(circuits
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        let mut w = WorkItem::new(base.job.clone(), i as u32, PartitionCircuit(c));
-                        w.trace = base.trace.clone();
-                        w
-                    })
-                    .collect())
+                circuits
             }
-        }
+            JobInput::PoRep(p) => {
+                let c1 = parse_c1(&p.c1, self.max_input_bytes).map_err(StageError::failed)?;
+                let srs = self.params.get(c1.registered_proof())?;
+                base.job.set_shape(srs, c1.partitions()).map_err(StageError::msg)?;
+                partition_circuits(c1)
+                    .map_err(StageError::failed)?
+                    .into_iter()
+                    .map(|c| Box::new(Porep(c)) as Box<dyn ErasedCircuit>)
+                    .collect()
+            }
+        };
+        Ok(circuits
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut w = WorkItem::new(base.job.clone(), i as u32, PartitionCircuit(c));
+                w.trace = base.trace.clone();
+                w
+            })
+            .collect())
     }
 }

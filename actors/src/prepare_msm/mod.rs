@@ -64,7 +64,7 @@ impl Stage for PrepareMsm {
         let (asg, mut base) = item.take();
         let (host, public_inputs) = prepare(asg);
         let b_g2 = if self.b_g2_on_cpu {
-            let srs = &base.job.srs;
+            let srs = base.job.srs();
             if srs.b_g2.len() != host.b_scalars.len() {
                 return Err(StageError::msg(format!(
                     "B_G2 points: parameters have {}, the partition has {} B scalars",

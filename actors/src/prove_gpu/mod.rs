@@ -83,7 +83,7 @@ impl Stage for ProveGpu {
     fn process(&self, item: WorkItem<StagedWork>) -> Result<Vec<WorkItem<ProvedPartition>>, StageError> {
         let (w, mut base) = item.take();
         let need_b_g2 = w.b_g2.is_none();
-        let mut msm = self.backend.execute(w.staged, &base.job.srs, need_b_g2).map_err(StageError::failed)?;
+        let mut msm = self.backend.execute(w.staged, base.job.srs(), need_b_g2).map_err(StageError::failed)?;
         if let Some(b) = w.b_g2 {
             msm.b_g2 = Some(b);
         }

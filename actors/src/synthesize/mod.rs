@@ -37,14 +37,14 @@ impl Stage for Synthesize {
     const NAME: StageName = StageName::Synthesize;
 
     fn reservation_bytes(&self, item: &WorkItem<PartitionCircuit>) -> Result<u64, StageError> {
-        Ok(partition_bytes(&item.job.srs))
+        Ok(partition_bytes(item.job.srs()))
     }
 
     fn process(&self, item: WorkItem<PartitionCircuit>) -> Result<Vec<WorkItem<Assignment>>, StageError> {
         let (circuit, base) = item.take();
         let assignment = circuit.0.synthesize().map_err(StageError::failed)?;
         // Fail here, with the sizes, rather than deep inside an MSM.
-        base.job.srs.check_shape(&assignment.shape()).map_err(StageError::failed)?;
+        base.job.srs().check_shape(&assignment.shape()).map_err(StageError::failed)?;
         Ok(vec![base.with(assignment)])
     }
 }

@@ -112,10 +112,11 @@ impl Handler<Register> for JobTracker {
     type Result = ();
     fn handle(&mut self, m: Register, _: &mut Context<Self>) {
         self.counts.submitted += 1;
-        let n = m.ctx.partitions;
+        // The partition count may not be known yet (PoRep jobs: Ingest finds it);
+        // the proof slots are sized when the first partition arrives.
         self.jobs.insert(
             m.ctx.id,
-            Entry { ctx: m.ctx, proofs: vec![None; n], remaining: n, timings: JobTimings::default(), done: m.done },
+            Entry { ctx: m.ctx, proofs: Vec::new(), remaining: 0, timings: JobTimings::default(), done: m.done },
         );
     }
 }
@@ -191,7 +192,15 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
             // The job already ended (failed or cancelled); drop the straggler.
             return;
         };
-        let slot = &mut e.proofs[item.partition as usize];
+        if e.proofs.is_empty() {
+            let n = e.ctx.partitions().expect("partition count is set before partitions exist");
+            e.proofs = vec![None; n];
+            e.remaining = n;
+        }
+        let Some(slot) = e.proofs.get_mut(item.partition as usize) else {
+            warn!(job = id.0, partition = item.partition, "partition out of range ignored");
+            return;
+        };
         if slot.is_some() {
             warn!(job = id.0, partition = item.partition, "duplicate partition proof ignored");
             return;

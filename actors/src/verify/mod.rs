@@ -24,7 +24,7 @@ impl Stage for Verify {
     const NAME: StageName = StageName::Verify;
 
     fn process(&self, item: WorkItem<PartitionProof>) -> Result<Vec<WorkItem<PartitionProof>>, StageError> {
-        let pvk = prepare_verifying_key(&item.job.srs.vk);
+        let pvk = prepare_verifying_key(&item.job.srs().vk);
         match verify_proof(&pvk, &item.payload.proof, &item.payload.public_inputs) {
             Ok(true) => Ok(vec![item]),
             Ok(false) => Err(StageError::msg("proof does not verify")),

@@ -1,0 +1,449 @@
+//! Filecoin PoRep commit phase 2 inputs: the C1 output, in either format operators
+//! have, validated and turned into one circuit per partition.
+//!
+//! Formats (detected from the first key of the JSON object):
+//! - filecoin-proofs-api's `SealCommitPhase1Output` JSON, as filecoin-ffi writes it;
+//! - the Lotus/Curio wrapper `{"SectorNum", "Phase1Out" (base64 of that JSON),
+//!   "SectorSize"}`. It has no prover id, so the prover id is always a parameter.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{
+    as_safe_commitment, parameters::setup_params, DefaultPieceDomain, DefaultPieceHasher, MerkleTreeTrait,
+    SectorShapeBase, SectorShapeSub8, SectorShapeTop2,
+};
+use filecoin_proofs_api::seal::SealCommitPhase1Output;
+pub use filecoin_proofs_api::RegisteredSealProof;
+use serde::Deserialize;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
+use thiserror::Error;
+
+use crate::{synthesize, Assignment, SynthError};
+
+/// Why a C1 input was refused.
+#[derive(Debug, Error)]
+pub enum PorepError {
+    #[error("C1 input is {len} bytes, above the limit of {max} bytes")]
+    TooLarge { len: usize, max: usize },
+    #[error("C1 input is empty")]
+    Empty,
+    #[error("C1 input is not valid {what} JSON: {source}")]
+    Json {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("Phase1Out is not valid base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("wrapper says SectorSize {wrapper} but the C1 output inside is for {proof:?} ({inner} bytes)")]
+    SectorSizeMismatch { wrapper: u64, proof: RegisteredSealProof, inner: u64 },
+    #[error("C1 output has an all-zero {0}")]
+    Zero(&'static str),
+    #[error("C1 output for {proof:?} has vanilla proofs for {got} partitions; the proof type has {want}")]
+    Partitions { proof: RegisteredSealProof, got: usize, want: usize },
+    #[error("C1 output for {proof:?} carries vanilla proofs of another sector shape")]
+    WrongShape { proof: RegisteredSealProof },
+    #[error("{0:?} is not supported: {1}")]
+    Unsupported(RegisteredSealProof, &'static str),
+    #[error("building the partition circuits failed: {0}")]
+    Circuit(String),
+}
+
+/// Which of the two formats the input was in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum C1Format {
+    /// filecoin-proofs-api `SealCommitPhase1Output` JSON.
+    Plain,
+    /// Lotus/Curio wrapper, with its sector number.
+    Wrapper { sector_num: u64 },
+}
+
+/// A parsed, validated C1 output.
+pub struct ParsedC1 {
+    pub format: C1Format,
+    pub output: SealCommitPhase1Output,
+}
+
+impl ParsedC1 {
+    /// The registered seal proof (sector size and API version).
+    pub fn registered_proof(&self) -> RegisteredSealProof {
+        self.output.registered_proof
+    }
+
+    /// Number of partitions (= SNARKs in the proof).
+    pub fn partitions(&self) -> usize {
+        usize::from(self.output.registered_proof.partitions())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wrapper {
+    #[serde(rename = "SectorNum")]
+    sector_num: u64,
+    #[serde(rename = "Phase1Out")]
+    phase1_out: String,
+    #[serde(rename = "SectorSize")]
+    sector_size: u64,
+}
+
+/// The first key of a JSON object, without parsing the rest (a 32GiB C1 is tens of
+/// megabytes; it is parsed once, by the format it turns out to be).
+fn first_key(bytes: &[u8]) -> Option<&str> {
+    let s = bytes.iter().position(|b| !b.is_ascii_whitespace())?;
+    if bytes[s] != b'{' {
+        return None;
+    }
+    let rest = &bytes[s + 1..];
+    let q = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+    if rest[q] != b'"' {
+        return None;
+    }
+    let key = &rest[q + 1..];
+    let end = key.iter().position(|b| *b == b'"')?;
+    std::str::from_utf8(&key[..end]).ok()
+}
+
+/// Parses and validates a C1 output of at most `max_bytes`.
+///
+/// # Errors
+/// A [`PorepError`] naming what is wrong: size, JSON (with line and column), base64,
+/// sector size, zero commitments or seed, partition count, unsupported proof type.
+pub fn parse_c1(bytes: &[u8], max_bytes: usize) -> Result<ParsedC1, PorepError> {
+    if bytes.len() > max_bytes {
+        return Err(PorepError::TooLarge { len: bytes.len(), max: max_bytes });
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(PorepError::Empty);
+    }
+    let parsed = match first_key(bytes) {
+        Some("SectorNum" | "Phase1Out" | "SectorSize") => {
+            let w: Wrapper = serde_json::from_slice(bytes)
+                .map_err(|source| PorepError::Json { what: "Lotus/Curio wrapper", source })?;
+            let inner = base64::engine::general_purpose::STANDARD.decode(w.phase1_out.trim())?;
+            let output: SealCommitPhase1Output = serde_json::from_slice(&inner)
+                .map_err(|source| PorepError::Json { what: "SealCommitPhase1Output (inside Phase1Out)", source })?;
+            let inner_size = u64::from(output.registered_proof.sector_size());
+            if inner_size != w.sector_size {
+                return Err(PorepError::SectorSizeMismatch {
+                    wrapper: w.sector_size,
+                    proof: output.registered_proof,
+                    inner: inner_size,
+                });
+            }
+            ParsedC1 { format: C1Format::Wrapper { sector_num: w.sector_num }, output }
+        }
+        _ => {
+            let output: SealCommitPhase1Output = serde_json::from_slice(bytes)
+                .map_err(|source| PorepError::Json { what: "SealCommitPhase1Output", source })?;
+            ParsedC1 { format: C1Format::Plain, output }
+        }
+    };
+    validate(&parsed)?;
+    Ok(parsed)
+}
+
+fn validate(c1: &ParsedC1) -> Result<(), PorepError> {
+    let o = &c1.output;
+    let proof = o.registered_proof;
+    if proof.feature_enabled(storage_proofs_core::api_version::ApiFeature::NonInteractivePoRep) {
+        return Err(PorepError::Unsupported(proof, "non-interactive PoRep returns an aggregated proof"));
+    }
+    for (name, v) in [("comm_r", &o.comm_r), ("comm_d", &o.comm_d), ("seed", &o.seed)] {
+        if *v == [0; 32] {
+            return Err(PorepError::Zero(name));
+        }
+    }
+    let want = c1.partitions();
+    let got = vanilla_partitions(o);
+    if got != want {
+        return Err(PorepError::Partitions { proof, got, want });
+    }
+    Ok(())
+}
+
+fn vanilla_partitions(o: &SealCommitPhase1Output) -> usize {
+    use filecoin_proofs_api::seal::VanillaSealProof::*;
+    match &o.vanilla_proofs {
+        StackedDrg2KiBV1(v) | StackedDrg8MiBV1(v) | StackedDrg512MiBV1(v) => nonempty(v),
+        StackedDrg32GiBV1(v) => nonempty(v),
+        StackedDrg64GiBV1(v) => nonempty(v),
+    }
+}
+
+fn nonempty<T>(v: &[Vec<T>]) -> usize {
+    if v.iter().any(Vec::is_empty) {
+        0
+    } else {
+        v.len()
+    }
+}
+
+/// One partition, ready to synthesize (its circuit type erased).
+pub struct PorepPartition(Box<dyn FnOnce() -> Result<Assignment, SynthError> + Send>);
+
+impl PorepPartition {
+    /// Synthesizes the partition's circuit.
+    ///
+    /// # Errors
+    /// The circuit's synthesis error.
+    pub fn synthesize(self) -> Result<Assignment, SynthError> {
+        (self.0)()
+    }
+}
+
+fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTreeHasher>>(
+    c1: ParsedC1,
+) -> Result<Vec<PorepPartition>, PorepError> {
+    let err = |e: anyhow::Error| PorepError::Circuit(format!("{e:#}"));
+    let proof = c1.output.registered_proof;
+    let o = c1.output;
+    let vanilla: Vec<Vec<_>> = o.vanilla_proofs.try_into().map_err(|_| PorepError::WrongShape { proof })?;
+    let config = proof.as_v1_config();
+    let comm_r = as_safe_commitment::<<Tree::Hasher as Hasher>::Domain, _>(&o.comm_r, "comm_r").map_err(err)?;
+    let comm_d = DefaultPieceDomain::try_from_bytes(&o.comm_d).map_err(err)?;
+    let public_inputs = stacked::PublicInputs::<<Tree::Hasher as Hasher>::Domain, DefaultPieceDomain> {
+        replica_id: o.replica_id,
+        tau: Some(stacked::Tau { comm_d, comm_r }),
+        k: None,
+        seed: Some(o.seed),
+    };
+    let setup = compound_proof::SetupParams {
+        vanilla_params: setup_params(&config).map_err(err)?,
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&setup)
+    .map_err(err)?;
+    vanilla
+        .iter()
+        .enumerate()
+        .map(|(k, v)| {
+            let circuit = StackedCompound::<Tree, DefaultPieceHasher>::circuit(
+                &public_inputs,
+                Default::default(),
+                v,
+                &public_params.vanilla_params,
+                Some(k),
+            )
+            .map_err(err)?;
+            Ok(PorepPartition(Box::new(move || synthesize(circuit))))
+        })
+        .collect()
+}
+
+/// One circuit per partition, in partition order.
+///
+/// # Errors
+/// [`PorepError::WrongShape`] when the vanilla proofs do not match the proof type,
+/// [`PorepError::Circuit`] when filecoin-proofs refuses them.
+pub fn partition_circuits(c1: ParsedC1) -> Result<Vec<PorepPartition>, PorepError> {
+    match u64::from(c1.output.registered_proof.sector_size()) {
+        2048 | 8_388_608 | 536_870_912 => circuits::<SectorShapeBase>(c1),
+        34_359_738_368 => circuits::<SectorShapeSub8>(c1),
+        68_719_476_736 => circuits::<SectorShapeTop2>(c1),
+        _ => Err(PorepError::Unsupported(c1.output.registered_proof, "unknown sector size")),
+    }
+}
+
+/// The parameter and verifying-key files filecoin-proofs uses for `proof`, inside
+/// `cache_dir` (Filecoin's names: `v28-<circuit identifier>.params` / `.vk`).
+///
+/// # Errors
+/// When filecoin-proofs cannot name the circuit.
+pub fn parameter_files(cache_dir: &Path, proof: RegisteredSealProof) -> Result<(PathBuf, PathBuf), PorepError> {
+    let id = proof.circuit_identifier().map_err(|e| PorepError::Circuit(format!("{e:#}")))?;
+    let v = storage_proofs_core::parameter_cache::VERSION;
+    Ok((cache_dir.join(format!("v{v}-{id}.params")), cache_dir.join(format!("v{v}-{id}.vk"))))
+}
+
+/// The parameter cache directory filecoin-proofs uses: `FIL_PROOFS_PARAMETER_CACHE`,
+/// else `/var/tmp/filecoin-proof-parameters`.
+pub fn default_parameter_cache() -> PathBuf {
+    std::env::var_os("FIL_PROOFS_PARAMETER_CACHE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/filecoin-proof-parameters"))
+}
+
+/// The blank (witness-free) circuit of a proof type: what its parameters are made for.
+pub enum BlankPorep {
+    Base(stacked::StackedCircuit<SectorShapeBase, DefaultPieceHasher>),
+    Sub8(stacked::StackedCircuit<SectorShapeSub8, DefaultPieceHasher>),
+    Top2(stacked::StackedCircuit<SectorShapeTop2, DefaultPieceHasher>),
+}
+
+impl bellperson::Circuit<blstrs::Scalar> for BlankPorep {
+    fn synthesize<CS: bellperson::ConstraintSystem<blstrs::Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        match self {
+            BlankPorep::Base(c) => c.synthesize(cs),
+            BlankPorep::Sub8(c) => c.synthesize(cs),
+            BlankPorep::Top2(c) => c.synthesize(cs),
+        }
+    }
+}
+
+fn blank<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredSealProof,
+) -> Result<stacked::StackedCircuit<Tree, DefaultPieceHasher>, PorepError> {
+    let err = |e: anyhow::Error| PorepError::Circuit(format!("{e:#}"));
+    let config = proof.as_v1_config();
+    let setup = compound_proof::SetupParams {
+        vanilla_params: setup_params(&config).map_err(err)?,
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    let pp = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&setup)
+    .map_err(err)?;
+    Ok(<StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::blank_circuit(&pp.vanilla_params))
+}
+
+/// The blank circuit of `proof`.
+///
+/// # Errors
+/// [`PorepError::Unsupported`] for an unknown sector size; setup errors.
+pub fn blank_circuit(proof: RegisteredSealProof) -> Result<BlankPorep, PorepError> {
+    Ok(match u64::from(proof.sector_size()) {
+        2048 | 8_388_608 | 536_870_912 => BlankPorep::Base(blank(proof)?),
+        34_359_738_368 => BlankPorep::Sub8(blank(proof)?),
+        68_719_476_736 => BlankPorep::Top2(blank(proof)?),
+        _ => return Err(PorepError::Unsupported(proof, "unknown sector size")),
+    })
+}
+
+/// What [`generate_c1`] produced: the C1 output in both formats and everything
+/// needed to verify the proof made from it.
+pub struct C1Fixture {
+    pub registered_proof: RegisteredSealProof,
+    pub prover_id: [u8; 32],
+    pub sector_id: u64,
+    pub ticket: [u8; 32],
+    pub seed: [u8; 32],
+    pub comm_r: [u8; 32],
+    pub comm_d: [u8; 32],
+    /// filecoin-proofs-api `SealCommitPhase1Output` JSON.
+    pub c1_json: Vec<u8>,
+    /// The Lotus/Curio wrapper around it.
+    pub wrapper_json: Vec<u8>,
+}
+
+/// Seals random data with filecoin-proofs (pre-commit 1 and 2, commit 1) in
+/// `work_dir` and returns the C1 output. Deterministic for a given `seed`. Meant for
+/// small sectors (2KiB, 8MiB) in tests and benchmarks.
+///
+/// # Errors
+/// [`PorepError::Circuit`] with filecoin-proofs' message.
+pub fn generate_c1(proof: RegisteredSealProof, seed: u64, work_dir: &Path) -> Result<C1Fixture, PorepError> {
+    use filecoin_proofs_api::{seal, PaddedBytesAmount, SectorId, UnpaddedBytesAmount};
+    use rand_core::{RngCore, SeedableRng};
+    let err = |e: anyhow::Error| PorepError::Circuit(format!("{e:#}"));
+    let io = |e: std::io::Error| PorepError::Circuit(format!("{}: {e}", work_dir.display()));
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
+    let mut bytes32 = || {
+        let mut b = [0u8; 32];
+        rng.fill_bytes(&mut b);
+        b[31] &= 0x3f; // a valid field element, as Lotus produces
+        b
+    };
+    let (prover_id, ticket, seed_c) = (bytes32(), bytes32(), bytes32());
+    let sector_id = 1000 + seed % 1000;
+    let sector_size = u64::from(proof.sector_size());
+    let unpadded = UnpaddedBytesAmount::from(PaddedBytesAmount(sector_size));
+    let mut data = vec![0u8; u64::from(unpadded) as usize];
+    rand_chacha::ChaCha20Rng::seed_from_u64(seed ^ 0x5eed).fill_bytes(&mut data);
+
+    std::fs::create_dir_all(work_dir).map_err(io)?;
+    let cache = work_dir.join("cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&cache).map_err(io)?;
+    let staged = work_dir.join("staged");
+    let sealed = work_dir.join("sealed");
+    let mut staged_file =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&staged).map_err(io)?;
+    let (piece, _) = seal::write_and_preprocess(proof, &data[..], &mut staged_file, unpadded).map_err(err)?;
+    drop(staged_file);
+    std::fs::File::create(&sealed).map_err(io)?;
+    let pieces = [piece];
+    let sid = SectorId::from(sector_id);
+    let pc1 =
+        seal::seal_pre_commit_phase1(proof, &cache, &staged, &sealed, prover_id, sid, ticket, &pieces).map_err(err)?;
+    let pc2 = seal::seal_pre_commit_phase2(pc1, &cache, &sealed).map_err(err)?;
+    let (comm_r, comm_d) = (pc2.comm_r, pc2.comm_d);
+    let c1 = seal::seal_commit_phase1(&cache, &sealed, prover_id, sid, ticket, seed_c, pc2, &pieces).map_err(err)?;
+    let c1_json = serde_json::to_vec(&c1).map_err(|e| PorepError::Circuit(e.to_string()))?;
+    let wrapper_json = serde_json::to_vec(&serde_json::json!({
+        "SectorNum": sector_id,
+        "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&c1_json),
+        "SectorSize": sector_size,
+    }))
+    .map_err(|e| PorepError::Circuit(e.to_string()))?;
+    Ok(C1Fixture {
+        registered_proof: proof,
+        prover_id,
+        sector_id,
+        ticket,
+        seed: seed_c,
+        comm_r,
+        comm_d,
+        c1_json,
+        wrapper_json,
+    })
+}
+
+/// Checks a PoRep proof (partition proofs back to back) with filecoin-proofs'
+/// `verify_seal`, which reads the verifying key from `FIL_PROOFS_PARAMETER_CACHE`.
+///
+/// # Errors
+/// filecoin-proofs' error (for example a missing `.vk` file).
+#[allow(clippy::too_many_arguments)]
+pub fn verify_seal(
+    proof: RegisteredSealProof,
+    comm_r: [u8; 32],
+    comm_d: [u8; 32],
+    prover_id: [u8; 32],
+    sector_id: u64,
+    ticket: [u8; 32],
+    seed: [u8; 32],
+    proof_bytes: &[u8],
+) -> Result<bool, PorepError> {
+    filecoin_proofs_api::seal::verify_seal(
+        proof,
+        comm_r,
+        comm_d,
+        prover_id,
+        filecoin_proofs_api::SectorId::from(sector_id),
+        ticket,
+        seed,
+        proof_bytes,
+    )
+    .map_err(|e| PorepError::Circuit(format!("{e:#}")))
+}
+
+/// Parses a sector size as operators write it ("2KiB", "32GiB", or bytes) into the
+/// latest interactive registered proof for that size (API v1.1).
+///
+/// # Errors
+/// When the size is not a Filecoin sector size.
+pub fn proof_for_sector_size(s: &str) -> Result<RegisteredSealProof, String> {
+    use RegisteredSealProof::*;
+    Ok(match s.trim().to_ascii_lowercase().as_str() {
+        "2kib" | "2048" => StackedDrg2KiBV1_1,
+        "8mib" | "8388608" => StackedDrg8MiBV1_1,
+        "512mib" | "536870912" => StackedDrg512MiBV1_1,
+        "32gib" | "34359738368" => StackedDrg32GiBV1_1,
+        "64gib" | "68719476736" => StackedDrg64GiBV1_1,
+        _ => return Err(format!("`{s}` is not a Filecoin sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB)")),
+    })
+}
