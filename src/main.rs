@@ -164,6 +164,10 @@ struct ProveArgs {
     /// /var/tmp/filecoin-proof-parameters).
     #[arg(long, value_name = "DIR")]
     param_cache: Option<PathBuf>,
+    /// With --c1: run filecoin-proofs' own `seal_commit_phase2` (bellperson CPU
+    /// prover) instead of cuzk, for comparison.
+    #[arg(long, requires = "c1")]
+    baseline: bool,
     /// Number of proofs.
     #[arg(long, default_value_t = 1)]
     count: usize,
@@ -419,25 +423,37 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
     }
     let cache = engine_cfg.ingest.param_cache_dir();
     let bytes = std::fs::read(c1_path).with_context(|| format!("reading {}", c1_path.display()))?;
-    let engine = Engine::start(engine_cfg.clone())?;
+    // filecoin-proofs finds parameters and verifying keys through this variable.
+    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
     let t = Instant::now();
-    let mut job = cuzk::JobSpec::porep_c1(bytes.clone(), prover_id, sector_id);
-    if let Some(seed) = a.seed {
-        job = job.with_seed(seed);
-    }
-    let out = engine.submit_blocking(job)?.wait_blocking();
-    engine.shutdown();
-    let out = out?;
-    let proof = out.proof_bytes();
-    println!("{} partitions, {} bytes, in {:.2} s", out.proofs.len(), proof.len(), t.elapsed().as_secs_f64());
+    let proof = if a.baseline {
+        let c1 = cuzk::synth::porep::parse_c1(&bytes, usize::MAX)?;
+        let out = filecoin_proofs_api::seal::seal_commit_phase2(
+            c1.output,
+            prover_id,
+            filecoin_proofs_api::SectorId::from(sector_id),
+        )?;
+        println!("filecoin-proofs seal_commit_phase2: {} bytes in {:.2} s", out.proof.len(), t.elapsed().as_secs_f64());
+        out.proof
+    } else {
+        let engine = Engine::start(engine_cfg.clone())?;
+        let mut job = cuzk::JobSpec::porep_c1(bytes.clone(), prover_id, sector_id);
+        if let Some(seed) = a.seed {
+            job = job.with_seed(seed);
+        }
+        let out = engine.submit_blocking(job)?.wait_blocking();
+        engine.shutdown();
+        let out = out?;
+        let proof = out.proof_bytes();
+        println!("cuzk: {} partitions, {} bytes, in {:.2} s", out.proofs.len(), proof.len(), t.elapsed().as_secs_f64());
+        proof
+    };
     if let Some(p) = &a.out {
         std::fs::write(p, &proof).with_context(|| format!("writing {}", p.display()))?;
     }
     if a.verify {
         let c1 = cuzk::synth::porep::parse_c1(&bytes, usize::MAX)?;
         let o = &c1.output;
-        // filecoin-proofs finds the verifying key through this variable.
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
         let ok = cuzk::synth::porep::verify_seal(
             c1.registered_proof(),
             o.comm_r,

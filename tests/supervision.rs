@@ -36,11 +36,11 @@ fn panic_in_each_stage_fails_only_its_job() {
             );
             let err = h2.wait_blocking().unwrap_err();
             match (&err, kind) {
-                (JobError::Stage { stage: s, source: StageError::Panicked(m), .. }, FaultKind::Panic) => {
+                (JobError::Stage { stage: s, error: StageError::Panicked(m), .. }, FaultKind::Panic) => {
                     assert_eq!(*s, stage);
                     assert!(m.contains("fault injected"), "{m}");
                 }
-                (JobError::Stage { stage: s, source: StageError::Failed(_), .. }, FaultKind::Error) => {
+                (JobError::Stage { stage: s, error: StageError::Failed(_), .. }, FaultKind::Error) => {
                     assert_eq!(*s, stage)
                 }
                 (e, _) => panic!("{stage} {kind:?}: unexpected {e:?}"),

@@ -40,8 +40,8 @@ impl StageError {
 #[derive(Debug, Clone, Error)]
 pub enum JobError {
     /// A stage failed on one of the job's partitions.
-    #[error("stage {stage} failed on partition {partition}: {source}")]
-    Stage { stage: StageName, partition: u32, source: StageError },
+    #[error("stage {stage} failed on partition {partition}: {error}")]
+    Stage { stage: StageName, partition: u32, error: StageError },
     /// The job was cancelled before it finished.
     #[error("job cancelled")]
     Cancelled,

@@ -227,7 +227,7 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTre
         .map(|(k, v)| {
             let circuit = StackedCompound::<Tree, DefaultPieceHasher>::circuit(
                 &public_inputs,
-                Default::default(),
+                (),
                 v,
                 &public_params.vanilla_params,
                 Some(k),

@@ -135,7 +135,7 @@ impl Handler<PartitionFailed> for JobTracker {
     type Result = ();
     fn handle(&mut self, m: PartitionFailed, _: &mut Context<Self>) {
         // The first failure decides; later ones (other partitions) find no entry.
-        self.finish(m.job, Err(JobError::Stage { stage: m.stage, partition: m.partition, source: m.error }));
+        self.finish(m.job, Err(JobError::Stage { stage: m.stage, partition: m.partition, error: m.error }));
     }
 }
 

@@ -1,0 +1,224 @@
+//! Filecoin PoRep commit phase 2 end to end on the CPU backend: a 2KiB sector's C1
+//! output (both formats) → cuzk → proof bytes that filecoin-proofs' `verify_seal`
+//! accepts; the partition circuit's size matches filecoin-proofs'; bad C1 inputs get
+//! clear errors while other jobs finish.
+
+mod common;
+
+use std::{
+    path::PathBuf,
+    sync::{Mutex, OnceLock},
+};
+
+use bellperson::{util_cs::bench_cs::BenchCS, Circuit};
+use common::*;
+use cuzk::{
+    synth::porep::{self, C1Fixture, RegisteredSealProof},
+    Engine, EngineConfig, JobError, JobSpec, StageName, SyntheticCircuit,
+};
+use serde_json::Value;
+
+const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
+
+/// Test parameters for 2KiB, generated once (kept between runs under the target dir),
+/// and the environment filecoin-proofs reads (set before any of its calls).
+fn param_cache() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-porep");
+        let dir = base.join("params-2kib-seed1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", base.join("parents"));
+        let (params, vk) = porep::parameter_files(&dir, PROOF).unwrap();
+        if !params.exists() || !vk.exists() {
+            let t = std::time::Instant::now();
+            let key = params_for_blank();
+            key.write(&params).unwrap();
+            key.vk.write(std::fs::File::create(&vk).unwrap()).unwrap();
+            eprintln!("generated 2KiB PoRep test parameters in {:?}", t.elapsed());
+        }
+        dir
+    })
+    .clone()
+}
+
+fn params_for_blank() -> cuzk::ProvingKey {
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+    cuzk::srs::generate_random(porep::blank_circuit(PROOF).unwrap(), &mut rng).unwrap()
+}
+
+fn fixture(seed: u64) -> C1Fixture {
+    // filecoin-proofs' sealing reads the parent cache location at first use.
+    let _ = param_cache();
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _g = LOCK.lock().unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cuzk-porep/c1-{seed}"));
+    porep::generate_c1(PROOF, seed, &dir).unwrap()
+}
+
+fn engine(dir: PathBuf) -> Engine {
+    let mut cfg: EngineConfig = small_config();
+    cfg.ingest.param_cache = dir;
+    cfg.verify.enabled = true;
+    Engine::start(cfg).unwrap()
+}
+
+fn verify(f: &C1Fixture, sector_id: u64, proof: &[u8]) -> bool {
+    porep::verify_seal(PROOF, f.comm_r, f.comm_d, f.prover_id, sector_id, f.ticket, f.seed, proof).unwrap()
+}
+
+#[test]
+fn c1_json_and_wrapper_prove_and_verify() {
+    let dir = param_cache();
+    let f = fixture(1);
+    let engine = engine(dir);
+    let a =
+        engine.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id).with_seed(9)).unwrap();
+    let b = engine
+        .submit_blocking(JobSpec::porep_c1(f.wrapper_json.clone(), f.prover_id, f.sector_id).with_seed(9))
+        .unwrap();
+    let (a, b) = (a.wait_blocking().unwrap(), b.wait_blocking().unwrap());
+    let (pa, pb) = (a.proof_bytes(), b.proof_bytes());
+    assert_eq!(pa.len(), 192 * usize::from(PROOF.partitions()));
+    assert!(verify(&f, f.sector_id, &pa), "verify_seal rejected the proof from c1.json");
+    assert!(verify(&f, f.sector_id, &pb), "verify_seal rejected the proof from the wrapper");
+    assert_eq!(pa, pb, "same C1, same randomness: same bytes in both formats");
+    assert!(!verify(&f, f.sector_id + 1, &pa), "a proof must not verify for another sector");
+    engine.shutdown();
+}
+
+#[test]
+fn partition_circuit_matches_filecoin_proofs() {
+    let f = fixture(2);
+    let c1 = porep::parse_c1(&f.c1_json, usize::MAX).unwrap();
+    assert_eq!(c1.partitions(), 1);
+    let ours = porep::partition_circuits(c1).unwrap().remove(0).synthesize().unwrap().shape();
+    // filecoin-proofs' own circuit, counted by bellperson's BenchCS.
+    let c1 = porep::parse_c1(&f.c1_json, usize::MAX).unwrap();
+    let mut bench = BenchCS::<blstrs::Scalar>::new();
+    porep::blank_circuit(c1.registered_proof()).unwrap().synthesize(&mut bench).unwrap();
+    // BenchCS counts ONE among the inputs, as we do; the prover adds an
+    // `input * 0 = 0` constraint per input.
+    eprintln!(
+        "2KiB partition: {ours:?}; BenchCS: {} constraints, {} inputs",
+        bench.num_constraints(),
+        bench.num_inputs()
+    );
+    assert_eq!(ours.inputs, bench.num_inputs());
+    assert_eq!(ours.constraints, bench.num_constraints() + ours.inputs);
+    assert_eq!(
+        (bench.num_constraints(), bench.num_inputs()),
+        (2_687_921, 40),
+        "2KiB circuit size (bellperson BenchCS)"
+    );
+    // And the parameters made for the blank circuit fit the proving circuit.
+    let key =
+        cuzk::ProvingKey::load(porep::parameter_files(&param_cache(), PROOF).unwrap().0, Default::default()).unwrap();
+    key.check_shape(&ours).unwrap();
+}
+
+fn edit(json: &[u8], f: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(json).unwrap();
+    f(&mut v);
+    serde_json::to_vec(&v).unwrap()
+}
+
+fn wrapper(inner: &[u8], size: u64) -> Vec<u8> {
+    use base64::Engine as _;
+    serde_json::to_vec(&serde_json::json!({
+        "SectorNum": 1, "Phase1Out": base64::engine::general_purpose::STANDARD.encode(inner), "SectorSize": size
+    }))
+    .unwrap()
+}
+
+#[test]
+fn bad_c1_inputs_fail_alone() {
+    let dir = param_cache();
+    let f = fixture(3);
+    let j = &f.c1_json;
+    let zero = |key: &'static str| edit(j, |v| v[key] = serde_json::json!(vec![0u8; 32]));
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("truncated", j[..j.len() / 2].to_vec(), "EOF while parsing"),
+        ("wrong shape", br#"{"hello": "world"}"#.to_vec(), "not valid SealCommitPhase1Output JSON"),
+        ("empty", b"  ".to_vec(), "C1 input is empty"),
+        (
+            "base64 garbage",
+            br#"{"SectorNum":1,"Phase1Out":"@@not base64@@","SectorSize":2048}"#.to_vec(),
+            "Phase1Out is not valid base64",
+        ),
+        ("wrong SectorSize", wrapper(j, 8 << 20), "wrapper says SectorSize 8388608"),
+        (
+            "unknown registered proof",
+            edit(j, |v| v["registered_proof"] = "StackedDrg3KiBV1_1".into()),
+            "unknown variant `StackedDrg3KiBV1_1`",
+        ),
+        ("zero comm_r", zero("comm_r"), "all-zero comm_r"),
+        ("zero comm_d", zero("comm_d"), "all-zero comm_d"),
+        ("zero seed", zero("seed"), "all-zero seed"),
+        (
+            "fewer partitions",
+            edit(j, |v| v["vanilla_proofs"]["StackedDrg2KiBV1"] = serde_json::json!([])),
+            "vanilla proofs for 0 partitions; the proof type has 1",
+        ),
+        (
+            "more partitions",
+            edit(j, |v| {
+                let p = v["vanilla_proofs"]["StackedDrg2KiBV1"][0].clone();
+                v["vanilla_proofs"]["StackedDrg2KiBV1"].as_array_mut().unwrap().push(p);
+            }),
+            "vanilla proofs for 2 partitions; the proof type has 1",
+        ),
+    ];
+    let engine = engine(dir.clone());
+    let good_spec = spec(300, 2, 1.0, 1.0);
+    let good_srs = params(good_spec);
+    for (name, bytes, want) in cases {
+        let bad = engine.submit_blocking(JobSpec::porep_c1(bytes, f.prover_id, f.sector_id)).unwrap();
+        let good = engine
+            .submit_blocking(JobSpec::circuits(good_srs.clone(), vec![SyntheticCircuit::new(good_spec, 1).unwrap()]))
+            .unwrap();
+        let e = bad.wait_blocking().unwrap_err();
+        assert_eq!(e.stage(), Some(StageName::Ingest), "{name}: {e}");
+        assert!(e.to_string().contains(want), "{name}: `{e}` does not say `{want}`");
+        good.wait_blocking().unwrap_or_else(|e| panic!("{name}: the innocent job failed: {e}"));
+    }
+    engine.shutdown();
+
+    // Parameters missing: the error names the file it expected.
+    let empty = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-porep/no-params");
+    std::fs::create_dir_all(&empty).unwrap();
+    let engine2 = engine_with(|c| c.ingest.param_cache = empty.clone());
+    let e = engine2
+        .submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id))
+        .unwrap()
+        .wait_blocking()
+        .unwrap_err();
+    let (expected, _) = porep::parameter_files(&empty, PROOF).unwrap();
+    assert!(e.to_string().contains(&expected.display().to_string()), "{e}");
+    engine2.shutdown();
+
+    // Oversized input: refused before parsing.
+    let engine3 = engine_with(|c| {
+        c.ingest.param_cache = dir.clone();
+        c.ingest.max_input_bytes = cuzk::actors::ByteSize(1000);
+    });
+    let e = engine3
+        .submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id))
+        .unwrap()
+        .wait_blocking()
+        .unwrap_err();
+    assert!(
+        matches!(e, JobError::Stage { stage: StageName::Ingest, .. })
+            && e.to_string().contains("above the limit of 1000 bytes"),
+        "{e}"
+    );
+    engine3.shutdown();
+}
+
+fn engine_with(f: impl FnOnce(&mut EngineConfig)) -> Engine {
+    let mut cfg = small_config();
+    f(&mut cfg);
+    Engine::start(cfg).unwrap()
+}
