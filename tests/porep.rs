@@ -222,3 +222,25 @@ fn engine_with(f: impl FnOnce(&mut EngineConfig)) -> Engine {
     f(&mut cfg);
     Engine::start(cfg).unwrap()
 }
+
+#[test]
+fn preloaded_parameters_are_charged_to_the_host_budget() {
+    let dir = param_cache();
+    let (params, _) = porep::parameter_files(&dir, PROOF).unwrap();
+    let size = std::fs::metadata(&params).unwrap().len();
+    let engine = engine_with(|c| {
+        c.ingest.param_cache = dir.clone();
+        c.ingest.preload = vec![PROOF];
+    });
+    let t = std::time::Instant::now();
+    while engine.host_budget().used < size {
+        assert!(t.elapsed().as_secs() < 120, "parameters were not preloaded: {:?}", engine.host_budget());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A job now finds them resident: the budget holds them plus nothing else after it.
+    let f = fixture(4);
+    let out = engine.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id)).unwrap();
+    assert!(verify(&f, f.sector_id, &out.wait_blocking().unwrap().proof_bytes()));
+    assert_eq!(engine.host_budget().used, size, "only the resident parameters remain charged");
+    engine.shutdown();
+}

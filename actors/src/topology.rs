@@ -111,7 +111,22 @@ pub fn build(cfg: &Config, selected: SelectedBackend, epoch: Instant) -> Result<
     };
     let prepare = b.stage(move || PrepareMsm { b_g2_on_cpu }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
     let synth = b.stage(|| Synthesize, cfg.synthesize.limits(), prepare.recipient(), true)?;
-    let params = Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), cuzk_srs::LoadOptions::default()));
+    let params =
+        Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), cuzk_srs::LoadOptions::default(), host_ledger.clone()));
+    if !cfg.ingest.preload.is_empty() {
+        // In the background: the engine serves jobs while parameters load.
+        let (params, preload) = (params.clone(), cfg.ingest.preload.clone());
+        std::thread::Builder::new()
+            .name("cuzk-preload".into())
+            .spawn(move || {
+                for proof in preload {
+                    if let Err(e) = params.get(proof) {
+                        tracing::warn!(proof = ?proof, error = %e, "preloading parameters failed");
+                    }
+                }
+            })
+            .map_err(|e| EngineError::Start(format!("preload thread: {e}")))?;
+    }
     let max_input_bytes = usize::try_from(cfg.ingest.max_input_bytes.0).unwrap_or(usize::MAX);
     let ingest = b.stage(
         move || Ingest { params: params.clone(), max_input_bytes },

@@ -20,6 +20,9 @@ pub struct IngestConfig {
     /// Filecoin parameter cache (`v28-*.params`); "" = `FIL_PROOFS_PARAMETER_CACHE`,
     /// else /var/tmp/filecoin-proof-parameters.
     pub param_cache: PathBuf,
+    /// Proof types whose parameters are loaded when the engine starts (e.g.
+    /// ["StackedDrg32GiBV1_1"]) instead of by the first job that needs them.
+    pub preload: Vec<cuzk_synth::porep::RegisteredSealProof>,
 }
 
 impl Default for IngestConfig {
@@ -30,6 +33,7 @@ impl Default for IngestConfig {
             workers: 1,
             max_input_bytes: ByteSize(512 << 20),
             param_cache: PathBuf::new(),
+            preload: Vec::new(),
         }
     }
 }

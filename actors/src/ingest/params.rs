@@ -1,5 +1,7 @@
 //! Parameters of Filecoin proof types, found in the parameter cache by Filecoin's file
-//! names and kept resident once loaded.
+//! names and kept resident once loaded. Their memory is reserved from the host
+//! budget, the same budget partitions in flight draw on; parameters no job is using
+//! are evicted (least recently used first) when a new set needs the room.
 
 use std::{
     collections::HashMap,
@@ -10,21 +12,31 @@ use std::{
 
 use cuzk_srs::{LoadOptions, ProvingKey};
 use cuzk_synth::porep::{parameter_files, RegisteredSealProof};
-use tracing::info;
+use tracing::{info, warn};
 
-use crate::error::StageError;
+use crate::{
+    budget::{Grant, Ledger, Reservation},
+    error::StageError,
+};
 
-/// Loads parameters on first use and keeps them.
+struct Resident {
+    key: Arc<ProvingKey>,
+    last_used: Instant,
+    _reservation: Reservation,
+}
+
+/// Loads parameters on first use and keeps them (see the module docs).
 pub struct ParamCache {
     dir: PathBuf,
     opts: LoadOptions,
-    loaded: Mutex<HashMap<PathBuf, Arc<ProvingKey>>>,
+    budget: Arc<Ledger>,
+    loaded: Mutex<HashMap<PathBuf, Resident>>,
 }
 
 impl ParamCache {
-    /// A cache reading from `dir`.
-    pub fn new(dir: PathBuf, opts: LoadOptions) -> Self {
-        ParamCache { dir, opts, loaded: Mutex::new(HashMap::new()) }
+    /// A cache reading from `dir`, charging `budget` for what it keeps.
+    pub fn new(dir: PathBuf, opts: LoadOptions, budget: Arc<Ledger>) -> Self {
+        ParamCache { dir, opts, budget, loaded: Mutex::new(HashMap::new()) }
     }
 
     /// The directory parameters are read from.
@@ -32,29 +44,144 @@ impl ParamCache {
         &self.dir
     }
 
-    /// The parameters of `proof`, loading them if needed.
+    /// Bytes of parameters resident now.
+    pub fn resident_bytes(&self) -> u64 {
+        self.lock().values().map(|r| r.key.heap_bytes()).sum()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Resident>> {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Drops the least recently used parameters no job holds; whether one was dropped.
+    fn evict_one_idle(map: &mut HashMap<PathBuf, Resident>) -> bool {
+        let idle = map
+            .iter()
+            .filter(|(_, r)| Arc::strong_count(&r.key) == 1)
+            .min_by_key(|(_, r)| r.last_used)
+            .map(|(p, _)| p.clone());
+        match idle {
+            Some(p) => {
+                info!(file = %p.display(), "evicting idle parameters to make room");
+                map.remove(&p);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The parameters of `proof`, loading them if needed. Blocks while the host budget
+    /// has no room (it is freed as partitions finish); runs on a worker thread.
     ///
     /// # Errors
     /// When the file is missing (the error names the expected path and how to get
-    /// it) or invalid.
+    /// it), invalid, or larger than the whole host budget.
     pub fn get(&self, proof: RegisteredSealProof) -> Result<Arc<ProvingKey>, StageError> {
         let (path, _) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
-        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = loaded.get(&path) {
-            return Ok(k.clone());
+        let mut map = self.lock();
+        if let Some(r) = map.get_mut(&path) {
+            r.last_used = Instant::now();
+            return Ok(r.key.clone());
         }
-        if !path.exists() {
-            return Err(StageError::msg(format!(
-                "parameters for {proof:?} not found: expected {} (set ingest.param_cache or \
-                 FIL_PROOFS_PARAMETER_CACHE; test parameters: `cuzk srs gen --porep <size> --cache {}`)",
-                path.display(),
-                self.dir.display()
-            )));
+        let bytes = match std::fs::metadata(&path) {
+            // Decoded points take as many bytes as their uncompressed encoding.
+            Ok(m) => m.len(),
+            Err(_) => {
+                return Err(StageError::msg(format!(
+                    "parameters for {proof:?} not found: expected {} (set ingest.param_cache or \
+                     FIL_PROOFS_PARAMETER_CACHE; test parameters: `cuzk srs gen --porep <size> --cache {}`)",
+                    path.display(),
+                    self.dir.display()
+                )))
+            }
+        };
+        let reservation = loop {
+            match self.budget.reserve(bytes)? {
+                Grant::Now(r) => break r,
+                // Withdraw the request (dropping the receiver) and make room if we can.
+                Grant::Later(_) if Self::evict_one_idle(&mut map) => continue,
+                Grant::Later(mut rx) => {
+                    // Wait for partitions to free memory, evicting parameters that
+                    // become idle meanwhile (they would otherwise hold it forever).
+                    warn!(bytes, "waiting for host memory to load parameters");
+                    drop(map);
+                    let r = loop {
+                        match rx.try_recv() {
+                            Ok(r) => break r,
+                            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
+                                return Err(StageError::msg("host budget closed"))
+                            }
+                            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
+                        }
+                        Self::evict_one_idle(&mut self.lock());
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    };
+                    map = self.lock();
+                    break r;
+                }
+            }
+        };
+        if let Some(r) = map.get(&path) {
+            // Loaded by another worker while this one waited.
+            return Ok(r.key.clone());
         }
         let t = Instant::now();
         let key = Arc::new(ProvingKey::load(&path, self.opts).map_err(StageError::failed)?);
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes = key.heap_bytes(), "parameters loaded");
-        loaded.insert(path, key.clone());
+        map.insert(path, Resident { key: key.clone(), last_used: Instant::now(), _reservation: reservation });
         Ok(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuzk_synth::{SyntheticCircuit, SyntheticSpec};
+    use rand::SeedableRng;
+
+    fn write_key(dir: &std::path::Path, proof: RegisteredSealProof, constraints: usize) -> u64 {
+        let spec = SyntheticSpec { constraints, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+        let key = cuzk_srs::generate_random(SyntheticCircuit::new(spec, 0).unwrap(), &mut rng).unwrap();
+        let (path, _) = parameter_files(dir, proof).unwrap();
+        key.write(&path).unwrap();
+        std::fs::metadata(&path).unwrap().len()
+    }
+
+    #[test]
+    fn charged_to_the_budget_and_idle_ones_evicted() {
+        let dir = std::env::temp_dir().join(format!("cuzk-params-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = RegisteredSealProof::StackedDrg2KiBV1_1;
+        let b = RegisteredSealProof::StackedDrg8MiBV1_1;
+        let (sa, sb) = (write_key(&dir, a, 300), write_key(&dir, b, 400));
+        // Room for one set at a time.
+        let ledger = Ledger::new("host", sa.max(sb) + sa.min(sb) / 2);
+        let cache = ParamCache::new(dir.clone(), LoadOptions::default(), ledger.clone());
+
+        let ka = cache.get(a).unwrap();
+        assert_eq!(ledger.snapshot().used, sa);
+        assert!(Arc::ptr_eq(&ka, &cache.get(a).unwrap()), "second get is the resident copy");
+        drop(ka);
+        // a is idle: loading b evicts it.
+        let kb = cache.get(b).unwrap();
+        assert_eq!(ledger.snapshot().used, sb);
+        // b is in use: a waits until b goes idle, then b is evicted.
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            drop(kb);
+        });
+        let ka = cache.get(a).unwrap();
+        t.join().unwrap();
+        assert_eq!(ledger.snapshot().used, sa);
+        assert_eq!(cache.resident_bytes(), ka.heap_bytes());
+        // Larger than the whole budget: an error, at once.
+        let small = ParamCache::new(dir.clone(), LoadOptions::default(), Ledger::new("host", 10));
+        let e = small.get(a).unwrap_err().to_string();
+        assert!(e.contains("whole host budget"), "{e}");
+        // Missing: the error names the file.
+        let e = cache.get(RegisteredSealProof::StackedDrg512MiBV1_1).unwrap_err().to_string();
+        assert!(e.contains("not found") && e.contains(".params"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
