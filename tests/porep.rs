@@ -89,31 +89,44 @@ fn c1_json_and_wrapper_prove_and_verify() {
     engine.shutdown();
 }
 
-#[test]
-fn partition_circuit_matches_filecoin_proofs() {
-    let f = fixture(2);
+/// Our synthesis of every partition of `f` against bellperson's BenchCS count of
+/// filecoin-proofs' circuit.
+fn check_circuit_size(f: &C1Fixture, want: (usize, usize)) -> cuzk::synth::CircuitShape {
     let c1 = porep::parse_c1(&f.c1_json, usize::MAX).unwrap();
-    assert_eq!(c1.partitions(), 1);
-    let ours = porep::partition_circuits(c1).unwrap().remove(0).synthesize().unwrap().shape();
-    // filecoin-proofs' own circuit, counted by bellperson's BenchCS.
-    let c1 = porep::parse_c1(&f.c1_json, usize::MAX).unwrap();
+    let proof = c1.registered_proof();
+    let shapes: Vec<_> =
+        porep::partition_circuits(c1).unwrap().into_iter().map(|p| p.synthesize().unwrap().shape()).collect();
     let mut bench = BenchCS::<blstrs::Scalar>::new();
-    porep::blank_circuit(c1.registered_proof()).unwrap().synthesize(&mut bench).unwrap();
-    // BenchCS counts ONE among the inputs, as we do; the prover adds an
-    // `input * 0 = 0` constraint per input.
+    porep::blank_circuit(proof).unwrap().synthesize(&mut bench).unwrap();
     eprintln!(
-        "2KiB partition: {ours:?}; BenchCS: {} constraints, {} inputs",
+        "{proof:?}: {:?}; BenchCS: {} constraints, {} inputs",
+        shapes[0],
         bench.num_constraints(),
         bench.num_inputs()
     );
-    assert_eq!(ours.inputs, bench.num_inputs());
-    assert_eq!(ours.constraints, bench.num_constraints() + ours.inputs);
-    assert_eq!(
-        (bench.num_constraints(), bench.num_inputs()),
-        (2_687_921, 40),
-        "2KiB circuit size (bellperson BenchCS)"
-    );
-    // And the parameters made for the blank circuit fit the proving circuit.
+    assert_eq!((bench.num_constraints(), bench.num_inputs()), want, "{proof:?} circuit size (bellperson BenchCS)");
+    for s in &shapes {
+        // BenchCS counts ONE among the inputs, as we do; the prover adds an
+        // `input * 0 = 0` constraint per input.
+        assert_eq!(s.inputs, bench.num_inputs());
+        assert_eq!(s.constraints, bench.num_constraints() + s.inputs);
+    }
+    shapes[0]
+}
+
+#[test]
+fn partition_circuit_size_8mib() {
+    let _ = param_cache();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-porep/c1-8mib");
+    let f = porep::generate_c1(RegisteredSealProof::StackedDrg8MiBV1_1, 5, &dir).unwrap();
+    check_circuit_size(&f, (3_844_929, 40));
+}
+
+#[test]
+fn partition_circuit_matches_filecoin_proofs() {
+    let f = fixture(2);
+    let ours = check_circuit_size(&f, (2_687_921, 40));
+    // The parameters made for the blank circuit fit the proving circuit.
     let key =
         cuzk::ProvingKey::load(porep::parameter_files(&param_cache(), PROOF).unwrap().0, Default::default()).unwrap();
     key.check_shape(&ours).unwrap();
