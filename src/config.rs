@@ -96,6 +96,7 @@ pub struct Config {
     pub log: LogConfig,
     pub srs: SrsConfig,
     pub bench: BenchConfig,
+    pub daemon: crate::daemon::DaemonConfig,
 }
 
 /// A config file that could not be used.
@@ -123,17 +124,18 @@ impl Config {
         let log = take(&mut table, "log").map_err(err)?;
         let srs = take(&mut table, "srs").map_err(err)?;
         let bench = take(&mut table, "bench").map_err(err)?;
+        let daemon = take(&mut table, "daemon").map_err(err)?;
         for key in table.keys() {
             if !cuzk_actors::config::SECTIONS.contains(&key.as_str()) {
                 return Err(err(format!(
-                    "unknown section [{key}]; known: log, srs, bench, {}",
+                    "unknown section [{key}]; known: log, srs, bench, daemon, {}",
                     cuzk_actors::config::SECTIONS.join(", ")
                 )));
             }
         }
         let engine = EngineConfig::from_toml(&toml::to_string(&table).map_err(|e| err(e.to_string()))?)
             .map_err(|e| err(e.to_string()))?;
-        Ok(Config { engine, log, srs, bench })
+        Ok(Config { engine, log, srs, bench, daemon })
     }
 
     /// Reads a config file.

@@ -25,7 +25,9 @@
 
 pub mod bench;
 pub mod config;
+pub mod daemon;
 pub mod logging;
+pub mod metrics;
 
 use std::sync::Arc;
 

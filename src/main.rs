@@ -43,6 +43,8 @@ enum Cmd {
     Bench(BenchArgs),
     /// Seal random data with filecoin-proofs and write its C1 output (test fixture).
     GenC1(GenC1Args),
+    /// Serve the cuzk.v1 gRPC API and Prometheus metrics until SIGINT/SIGTERM.
+    Daemon,
 }
 
 #[derive(Args)]
@@ -396,18 +398,7 @@ fn parse_prover_id(s: &str) -> Result<[u8; 32]> {
     } else {
         digits.parse().with_context(|| format!("prover id `{s}`: not 64 hex digits nor an actor id"))?
     };
-    let mut out = [0u8; 32];
-    let (mut v, mut i) = (id, 0);
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        out[i] = if v == 0 { byte } else { byte | 0x80 };
-        i += 1;
-        if v == 0 {
-            break;
-        }
-    }
-    Ok(out)
+    Ok(cuzk::synth::porep::prover_id_from_actor(id))
 }
 
 fn hex(b: &[u8]) -> String {
@@ -766,6 +757,9 @@ fn main() -> ExitCode {
         Cmd::Prove(a) => cmd_prove(&cfg, a),
         Cmd::Bench(a) => cmd_bench(&cfg, cli.config.as_deref(), a),
         Cmd::GenC1(a) => cmd_gen_c1(a),
+        Cmd::Daemon => cuzk::daemon::run_until_signal(cfg.daemon.clone(), cfg.engine.clone())
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
     };
     match res {
         Ok(code) => code,

@@ -5,10 +5,7 @@
 
 mod common;
 
-use std::{
-    path::PathBuf,
-    sync::{Mutex, OnceLock},
-};
+use std::path::PathBuf;
 
 use bellperson::{util_cs::bench_cs::BenchCS, Circuit};
 use common::*;
@@ -18,55 +15,13 @@ use cuzk::{
 };
 use serde_json::Value;
 
-const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
-
-/// Test parameters for 2KiB, generated once (kept between runs under the target dir),
-/// and the environment filecoin-proofs reads (set before any of its calls).
-fn param_cache() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-porep");
-        let dir = base.join("params-2kib-seed1");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", base.join("parents"));
-        let (params, vk) = porep::parameter_files(&dir, PROOF).unwrap();
-        if !params.exists() || !vk.exists() {
-            let t = std::time::Instant::now();
-            let key = params_for_blank();
-            key.write(&params).unwrap();
-            key.vk.write(std::fs::File::create(&vk).unwrap()).unwrap();
-            eprintln!("generated 2KiB PoRep test parameters in {:?}", t.elapsed());
-        }
-        dir
-    })
-    .clone()
-}
-
-fn params_for_blank() -> cuzk::ProvingKey {
-    use rand::SeedableRng;
-    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
-    cuzk::srs::generate_random(porep::blank_circuit(PROOF).unwrap(), &mut rng).unwrap()
-}
-
-fn fixture(seed: u64) -> C1Fixture {
-    // filecoin-proofs' sealing reads the parent cache location at first use.
-    let _ = param_cache();
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _g = LOCK.lock().unwrap();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cuzk-porep/c1-{seed}"));
-    porep::generate_c1(PROOF, seed, &dir).unwrap()
-}
+use common::porep::{fixture, param_cache, verify, PROOF};
 
 fn engine(dir: PathBuf) -> Engine {
     let mut cfg: EngineConfig = small_config();
     cfg.ingest.param_cache = dir;
     cfg.verify.enabled = true;
     Engine::start(cfg).unwrap()
-}
-
-fn verify(f: &C1Fixture, sector_id: u64, proof: &[u8]) -> bool {
-    porep::verify_seal(PROOF, f.comm_r, f.comm_d, f.prover_id, sector_id, f.ticket, f.seed, proof).unwrap()
 }
 
 #[test]

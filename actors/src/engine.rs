@@ -36,6 +36,7 @@ struct Running {
 
 struct Inner {
     ingest: Addr<StageActor<Ingest>>,
+    params: Arc<crate::ingest::ParamCache>,
     tracker: Addr<JobTracker>,
     host_ledger: Arc<Ledger>,
     stages: Vec<Arc<dyn StageControl>>,
@@ -151,6 +152,7 @@ impl Engine {
         Ok(Engine {
             inner: Arc::new(Inner {
                 ingest: topo.ingest,
+                params: topo.params,
                 tracker: topo.tracker,
                 host_ledger: topo.host_ledger,
                 stages: topo.stages,
@@ -160,6 +162,11 @@ impl Engine {
                 running: Mutex::new(Some(Running { system, thread })),
             }),
         })
+    }
+
+    /// Filecoin parameters loaded by Ingest (preload, evict, status).
+    pub fn params(&self) -> &Arc<crate::ingest::ParamCache> {
+        &self.inner.params
     }
 
     /// The backend in use ("cpu" or "cuda").

@@ -162,17 +162,24 @@ pub enum JobInput {
 
 /// The C1 output of one sector and the ids the proof is bound to.
 pub struct PorepInput {
-    /// filecoin-proofs-api `SealCommitPhase1Output` JSON or the Lotus/Curio wrapper.
-    pub c1: Vec<u8>,
+    /// filecoin-proofs-api `SealCommitPhase1Output` JSON or the Lotus/Curio wrapper,
+    /// or already parsed (by a caller that validated it on receipt).
+    pub c1: PorepC1,
     pub prover_id: [u8; 32],
     pub sector_id: u64,
+}
+
+/// A C1 output, raw or parsed.
+pub enum PorepC1 {
+    Raw(Vec<u8>),
+    Parsed(Box<cuzk_synth::porep::ParsedC1>),
 }
 
 impl fmt::Debug for JobInput {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JobInput::Circuits(c) => write!(f, "Circuits({})", c.len()),
-            JobInput::PoRep(p) => write!(f, "PoRep(sector {}, {} bytes)", p.sector_id, p.c1.len()),
+            JobInput::PoRep(p) => write!(f, "PoRep(sector {})", p.sector_id),
         }
     }
 }
@@ -215,7 +222,20 @@ impl JobSpec {
     pub fn porep_c1(c1: Vec<u8>, prover_id: [u8; 32], sector_id: u64) -> Self {
         JobSpec {
             srs: None,
-            input: JobInput::PoRep(PorepInput { c1, prover_id, sector_id }),
+            input: JobInput::PoRep(PorepInput { c1: PorepC1::Raw(c1), prover_id, sector_id }),
+            partitions: None,
+            randomness: Randomness::Os,
+            priority: 0,
+            fault: None,
+        }
+    }
+
+    /// [`JobSpec::porep_c1`] for a C1 output already parsed and validated (Ingest
+    /// does not parse it again).
+    pub fn porep_parsed(c1: cuzk_synth::porep::ParsedC1, prover_id: [u8; 32], sector_id: u64) -> Self {
+        JobSpec {
+            srs: None,
+            input: JobInput::PoRep(PorepInput { c1: PorepC1::Parsed(Box::new(c1)), prover_id, sector_id }),
             partitions: None,
             randomness: Randomness::Os,
             priority: 0,

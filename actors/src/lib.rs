@@ -23,7 +23,7 @@
 
 pub mod budget;
 pub mod config;
-mod engine;
+pub mod engine;
 mod error;
 mod job;
 pub mod metrics;
@@ -42,5 +42,5 @@ pub mod verify;
 pub use config::{ByteSize, Config, MemoryLimit};
 pub use engine::{Engine, EngineSnapshot, JobHandle};
 pub use error::{EngineError, JobError, StageError, SubmitError};
-pub use job::{Fault, FaultKind, JobId, JobOutput, JobSpec, JobTimings, PorepInput, StageName, StageTiming};
+pub use job::{Fault, FaultKind, JobId, JobOutput, JobSpec, JobTimings, PorepC1, PorepInput, StageName, StageTiming};
 pub use metrics::StageSnapshot;

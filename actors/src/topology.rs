@@ -38,6 +38,8 @@ pub struct Topology {
     pub host_ledger: Arc<Ledger>,
     /// Every stage, in pipeline order.
     pub stages: Vec<Arc<dyn StageControl>>,
+    /// Filecoin parameters Ingest has loaded.
+    pub params: Arc<ParamCache>,
     /// Kept so the arbiters (threads) live as long as the topology.
     pub arbiters: Vec<Arbiter>,
 }
@@ -128,8 +130,9 @@ pub fn build(cfg: &Config, selected: SelectedBackend, epoch: Instant) -> Result<
             .map_err(|e| EngineError::Start(format!("preload thread: {e}")))?;
     }
     let max_input_bytes = usize::try_from(cfg.ingest.max_input_bytes.0).unwrap_or(usize::MAX);
+    let ingest_params = params.clone();
     let ingest = b.stage(
-        move || Ingest { params: params.clone(), max_input_bytes },
+        move || Ingest { params: ingest_params.clone(), max_input_bytes },
         cfg.ingest.limits(),
         synth.recipient(),
         false,
@@ -137,5 +140,5 @@ pub fn build(cfg: &Config, selected: SelectedBackend, epoch: Instant) -> Result<
 
     // `try_send`: the tracker was just started and its mailbox is empty.
     tracker.try_send(SetStages(b.stages.clone())).map_err(|e| EngineError::Start(format!("tracker: {e}")))?;
-    Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, arbiters: b.arbiters })
+    Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, params, arbiters: b.arbiters })
 }

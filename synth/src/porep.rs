@@ -327,6 +327,8 @@ pub fn blank_circuit(proof: RegisteredSealProof) -> Result<BlankPorep, PorepErro
 /// needed to verify the proof made from it.
 pub struct C1Fixture {
     pub registered_proof: RegisteredSealProof,
+    /// The miner's actor id; `prover_id` is derived from it as Lotus does.
+    pub miner_id: u64,
     pub prover_id: [u8; 32],
     pub sector_id: u64,
     pub ticket: [u8; 32],
@@ -357,7 +359,11 @@ pub fn generate_c1(proof: RegisteredSealProof, seed: u64, work_dir: &Path) -> Re
         b[31] &= 0x3f; // a valid field element, as Lotus produces
         b
     };
-    let (prover_id, ticket, seed_c) = (bytes32(), bytes32(), bytes32());
+    let (ticket, seed_c) = (bytes32(), bytes32());
+    // The miner f0<1000 + seed>, so that a daemon given its miner id derives the same
+    // prover id (LEB128) as the sealing did.
+    let miner_id = 1000 + seed;
+    let prover_id = prover_id_from_actor(miner_id);
     let sector_id = 1000 + seed % 1000;
     let sector_size = u64::from(proof.sector_size());
     let unpadded = UnpaddedBytesAmount::from(PaddedBytesAmount(sector_size));
@@ -391,6 +397,7 @@ pub fn generate_c1(proof: RegisteredSealProof, seed: u64, work_dir: &Path) -> Re
     .map_err(|e| PorepError::Circuit(e.to_string()))?;
     Ok(C1Fixture {
         registered_proof: proof,
+        miner_id,
         prover_id,
         sector_id,
         ticket,
@@ -429,6 +436,52 @@ pub fn verify_seal(
         proof_bytes,
     )
     .map_err(|e| PorepError::Circuit(format!("{e:#}")))
+}
+
+/// A Filecoin miner's actor id as the 32-byte prover id, the way Lotus/Curio derive
+/// it: unsigned LEB128 of the id, zero-padded.
+pub fn prover_id_from_actor(actor_id: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let (mut v, mut i) = (actor_id, 0);
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        out[i] = if v == 0 { byte } else { byte | 0x80 };
+        i += 1;
+        if v == 0 {
+            return out;
+        }
+    }
+}
+
+/// The registered seal proof with filecoin-ffi's numeric id (`abi.RegisteredSealProof`):
+/// 0-4 v1, 5-9 v1.1, 10-14 v1.1 synthetic PoRep, 15-19 v1.2 non-interactive, each in
+/// the order 2KiB, 8MiB, 512MiB, 32GiB, 64GiB.
+pub fn proof_from_number(n: u64) -> Option<RegisteredSealProof> {
+    use RegisteredSealProof::*;
+    const ALL: [RegisteredSealProof; 20] = [
+        StackedDrg2KiBV1,
+        StackedDrg8MiBV1,
+        StackedDrg512MiBV1,
+        StackedDrg32GiBV1,
+        StackedDrg64GiBV1,
+        StackedDrg2KiBV1_1,
+        StackedDrg8MiBV1_1,
+        StackedDrg512MiBV1_1,
+        StackedDrg32GiBV1_1,
+        StackedDrg64GiBV1_1,
+        StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg8MiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg512MiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg32GiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg64GiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
+        StackedDrg8MiBV1_2_Feat_NonInteractivePoRep,
+        StackedDrg512MiBV1_2_Feat_NonInteractivePoRep,
+        StackedDrg32GiBV1_2_Feat_NonInteractivePoRep,
+        StackedDrg64GiBV1_2_Feat_NonInteractivePoRep,
+    ];
+    ALL.get(usize::try_from(n).ok()?).copied()
 }
 
 /// Parses a sector size as operators write it ("2KiB", "32GiB", or bytes) into the

@@ -1,6 +1,8 @@
 //! Shared test helpers: cached random parameters, reference proofs, engines.
 #![allow(dead_code)]
 
+pub mod porep;
+
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, OnceLock},

@@ -17,7 +17,7 @@ pub use params::ParamCache;
 
 use crate::{
     error::StageError,
-    job::{ErasedCircuit, JobInput, StageName},
+    job::{ErasedCircuit, JobInput, PorepC1, StageName},
     runtime::{Stage, WorkItem},
 };
 
@@ -55,7 +55,10 @@ impl Stage for Ingest {
                 circuits
             }
             JobInput::PoRep(p) => {
-                let c1 = parse_c1(&p.c1, self.max_input_bytes).map_err(StageError::failed)?;
+                let c1 = match p.c1 {
+                    PorepC1::Raw(bytes) => parse_c1(&bytes, self.max_input_bytes).map_err(StageError::failed)?,
+                    PorepC1::Parsed(c1) => *c1,
+                };
                 let srs = self.params.get(c1.registered_proof())?;
                 base.job.set_shape(srs, c1.partitions()).map_err(StageError::msg)?;
                 partition_circuits(c1)

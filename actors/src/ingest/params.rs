@@ -20,6 +20,7 @@ use crate::{
 };
 
 struct Resident {
+    proof: RegisteredSealProof,
     key: Arc<ProvingKey>,
     last_used: Instant,
     _reservation: Reservation,
@@ -42,6 +43,25 @@ impl ParamCache {
     /// The directory parameters are read from.
     pub fn dir(&self) -> &PathBuf {
         &self.dir
+    }
+
+    /// What is resident: proof type, bytes, and how many holders besides the cache
+    /// (jobs using it).
+    pub fn resident(&self) -> Vec<(RegisteredSealProof, u64, usize)> {
+        self.lock().values().map(|r| (r.proof, r.key.heap_bytes(), Arc::strong_count(&r.key) - 1)).collect()
+    }
+
+    /// Whether `proof`'s parameters are resident.
+    pub fn is_resident(&self, proof: RegisteredSealProof) -> bool {
+        self.lock().values().any(|r| r.proof == proof)
+    }
+
+    /// Drops `proof`'s parameters from the cache (jobs holding them keep their copy
+    /// until they finish); returns the bytes returned to the budget, if it was resident.
+    pub fn evict(&self, proof: RegisteredSealProof) -> Option<u64> {
+        let mut map = self.lock();
+        let path = map.iter().find(|(_, r)| r.proof == proof).map(|(p, _)| p.clone())?;
+        map.remove(&path).map(|r| r.key.heap_bytes())
     }
 
     /// Bytes of parameters resident now.
@@ -128,7 +148,7 @@ impl ParamCache {
         let t = Instant::now();
         let key = Arc::new(ProvingKey::load(&path, self.opts).map_err(StageError::failed)?);
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes = key.heap_bytes(), "parameters loaded");
-        map.insert(path, Resident { key: key.clone(), last_used: Instant::now(), _reservation: reservation });
+        map.insert(path, Resident { proof, key: key.clone(), last_used: Instant::now(), _reservation: reservation });
         Ok(key)
     }
 }

@@ -1,0 +1,8 @@
+//! Compiles the gRPC definitions in proto/ (with protox: no protoc needed).
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    let fds = protox::compile(["proto/cuzk/v1/proving.proto"], ["proto"])?;
+    tonic_build::configure().build_server(true).build_client(true).compile_fds(fds)?;
+    Ok(())
+}

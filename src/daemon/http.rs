@@ -1,0 +1,46 @@
+//! A minimal HTTP/1.1 responder for `GET /metrics` (no framework needed for one
+//! read-only page); anything else gets 404.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tracing::debug;
+
+use crate::Engine;
+
+pub(super) async fn serve_metrics(listener: tokio::net::TcpListener, engine: Engine) {
+    loop {
+        let Ok((mut sock, peer)) = listener.accept().await else { continue };
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 8192];
+            let mut n = 0;
+            // Read the request head (bounded); the body, if any, is ignored.
+            while n < buf.len() {
+                match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf[n..])).await {
+                    Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
+                    Ok(Ok(k)) => {
+                        n += k;
+                        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                            break;
+                        }
+                    }
+                }
+            }
+            let head = String::from_utf8_lossy(&buf[..n]);
+            let first = head.lines().next().unwrap_or("");
+            let (status, ctype, body) = if first.starts_with("GET /metrics ") || first == "GET /metrics" {
+                let text = crate::metrics::render(&engine.snapshot().await);
+                ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
+            } else {
+                ("404 Not Found", "text/plain; charset=utf-8", "not found; try /metrics\n".to_string())
+            };
+            let resp = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            if let Err(e) = sock.write_all(resp.as_bytes()).await {
+                debug!(peer = %peer, error = %e, "metrics client went away");
+            }
+            let _ = sock.shutdown().await;
+        });
+    }
+}

@@ -1,0 +1,268 @@
+//! `cuzk daemon`: the engine behind the `cuzk.v1.ProvingEngine` gRPC API (the service
+//! Curio's cuzk daemon serves) and a Prometheus `/metrics` endpoint.
+//!
+//! [`Daemon::start`] runs both on their own tokio runtime and returns the bound
+//! addresses; [`Daemon::shutdown`] stops intake, lets jobs in flight finish for up to
+//! `shutdown_timeout_secs`, then ends the rest (each gets a terminal result).
+
+mod http;
+mod service;
+
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use serde::Deserialize;
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use crate::{actors::ByteSize, Engine, EngineConfig};
+
+/// The generated gRPC types of `proto/cuzk/v1/proving.proto`.
+pub mod proto {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("cuzk.v1");
+}
+
+/// `[daemon]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// gRPC address: "host:port" (TCP) or "unix:///path/to/socket".
+    pub listen: String,
+    /// Prometheus metrics over HTTP ("host:port", path /metrics); "" = off.
+    pub metrics_listen: String,
+    /// On SIGINT/SIGTERM: how long jobs in flight may take to finish before they are
+    /// ended with a shutdown error.
+    pub shutdown_timeout_secs: u64,
+    /// Largest gRPC message accepted (a 32GiB C1 output is tens of megabytes).
+    pub max_message_bytes: ByteSize,
+    /// How long a finished job's result stays available to AwaitProof.
+    pub job_retention_secs: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            listen: "127.0.0.1:9820".into(),
+            metrics_listen: "127.0.0.1:9821".into(),
+            shutdown_timeout_secs: 30,
+            max_message_bytes: ByteSize(1 << 30),
+            job_retention_secs: 3600,
+        }
+    }
+}
+
+/// Where the daemon listens.
+#[derive(Clone, Debug)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(a) => write!(f, "{a}"),
+            Listen::Unix(p) => write!(f, "unix://{}", p.display()),
+        }
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    /// The gRPC address actually bound (port 0 in config picks a free one).
+    pub listen: Listen,
+    /// The metrics address actually bound, if enabled.
+    pub metrics: Option<SocketAddr>,
+    engine: Engine,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shutdown_timeout: Duration,
+}
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("engine: {0}")]
+    Engine(#[from] crate::EngineError),
+    #[error("[daemon] {0}")]
+    Config(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl Daemon {
+    /// Starts the engine, the gRPC server and the metrics endpoint.
+    ///
+    /// # Errors
+    /// [`DaemonError`] for a bad address, a port in use, or an engine that cannot start.
+    pub fn start(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<Daemon, DaemonError> {
+        let engine = Engine::start(engine_cfg)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("cuzk-daemon")
+            .enable_all()
+            .build()
+            .map_err(DaemonError::Runtime)?;
+        let bind = |addr: &str| -> Result<std::net::TcpListener, DaemonError> {
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|source| DaemonError::Bind { addr: addr.to_string(), source })?;
+            l.set_nonblocking(true).map_err(|source| DaemonError::Bind { addr: addr.to_string(), source })?;
+            Ok(l)
+        };
+        // Bind synchronously so errors surface here and the real addresses are known.
+        let (grpc, listen) = if let Some(path) = cfg.listen.strip_prefix("unix://") {
+            let path = PathBuf::from(path);
+            let _ = std::fs::remove_file(&path);
+            let l = std::os::unix::net::UnixListener::bind(&path)
+                .map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
+            l.set_nonblocking(true).map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
+            (Either::Unix(l), Listen::Unix(path))
+        } else {
+            let l = bind(&cfg.listen)?;
+            let a = l.local_addr().map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
+            (Either::Tcp(l), Listen::Tcp(a))
+        };
+        let metrics_listener = if cfg.metrics_listen.is_empty() { None } else { Some(bind(&cfg.metrics_listen)?) };
+        let metrics = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+
+        let svc = service::Service::new(engine.clone(), &cfg);
+        // gRPC's own limit sits a little above ours, so that a C1 just over the limit
+        // gets our ResourceExhausted with sizes rather than the transport's error.
+        let max = usize::try_from(cfg.max_message_bytes.0).unwrap_or(usize::MAX).saturating_add(64 << 10);
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let engine2 = engine.clone();
+        let thread = std::thread::Builder::new()
+            .name("cuzk-daemon".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    if let Some(l) = metrics_listener {
+                        match tokio::net::TcpListener::from_std(l) {
+                            Ok(l) => {
+                                tokio::spawn(http::serve_metrics(l, engine2));
+                            }
+                            Err(e) => warn!(error = %e, "metrics endpoint disabled"),
+                        }
+                    }
+                    let server = tonic::transport::Server::builder().add_service(
+                        proto::proving_engine_server::ProvingEngineServer::new(svc)
+                            .max_decoding_message_size(max)
+                            .max_encoding_message_size(max),
+                    );
+                    let shutdown = async {
+                        let _ = stop_rx.await;
+                    };
+                    let res = match grpc {
+                        Either::Tcp(l) => match tokio::net::TcpListener::from_std(l) {
+                            Ok(l) => {
+                                server
+                                    .serve_with_incoming_shutdown(
+                                        tokio_stream::wrappers::TcpListenerStream::new(l),
+                                        shutdown,
+                                    )
+                                    .await
+                            }
+                            Err(e) => {
+                                warn!(error = %e, "gRPC listener failed");
+                                return;
+                            }
+                        },
+                        Either::Unix(l) => match tokio::net::UnixListener::from_std(l) {
+                            Ok(l) => {
+                                server
+                                    .serve_with_incoming_shutdown(
+                                        tokio_stream::wrappers::UnixListenerStream::new(l),
+                                        shutdown,
+                                    )
+                                    .await
+                            }
+                            Err(e) => {
+                                warn!(error = %e, "gRPC listener failed");
+                                return;
+                            }
+                        },
+                    };
+                    if let Err(e) = res {
+                        warn!(error = %e, "gRPC server ended with an error");
+                    }
+                });
+            })
+            .map_err(DaemonError::Runtime)?;
+        info!(listen = %listen, metrics = ?metrics, backend = engine.backend(), "daemon serving");
+        Ok(Daemon {
+            listen,
+            metrics,
+            engine,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+            shutdown_timeout: Duration::from_secs(cfg.shutdown_timeout_secs),
+        })
+    }
+
+    /// The engine behind the API.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Graceful shutdown: stop serving, let jobs in flight finish for up to the
+    /// configured time, end the rest with a shutdown error, stop the engine.
+    pub fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let t = Instant::now();
+        loop {
+            let in_flight = self.engine.snapshot_blocking().jobs.in_flight;
+            if in_flight == 0 {
+                break;
+            }
+            if t.elapsed() >= self.shutdown_timeout {
+                warn!(in_flight, "shutdown timeout: ending the jobs still in flight");
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.engine.shutdown();
+        if let Some(th) = self.thread.take() {
+            let _ = th.join();
+        }
+        if let Listen::Unix(p) = &self.listen {
+            let _ = std::fs::remove_file(p);
+        }
+        info!("daemon stopped");
+    }
+}
+
+enum Either {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+/// Runs the daemon until SIGINT or SIGTERM, then shuts down gracefully.
+///
+/// # Errors
+/// As [`Daemon::start`].
+pub fn run_until_signal(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<(), DaemonError> {
+    let daemon = Daemon::start(cfg, engine_cfg)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(DaemonError::Runtime)?;
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => info!(signal = "SIGINT", "shutting down"),
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {
+                info!(signal = "SIGTERM", "shutting down")
+            }
+        }
+    });
+    daemon.shutdown();
+    Ok(())
+}

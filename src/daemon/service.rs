@@ -1,0 +1,367 @@
+//! The `cuzk.v1.ProvingEngine` service over the engine.
+
+// tonic::Status is 176 bytes; every gRPC handler returns it, as tonic requires.
+#![allow(clippy::result_large_err)]
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+use tracing::info;
+
+use super::{
+    proto::{self, await_proof_response::Status as JobStatus, proving_engine_server::ProvingEngine, ProofKind},
+    DaemonConfig,
+};
+use crate::{
+    actors::{engine::Canceller, JobError, StageName},
+    synth::porep::{self, PorepError, RegisteredSealProof},
+    Engine, JobOutput, JobSpec,
+};
+
+struct Job {
+    result: watch::Receiver<Option<proto::AwaitProofResponse>>,
+    canceller: Canceller,
+    finished: Arc<Mutex<Option<Instant>>>,
+}
+
+pub(super) struct Service {
+    engine: Engine,
+    jobs: Mutex<HashMap<String, Job>>,
+    by_request: Mutex<HashMap<String, String>>,
+    max_input: usize,
+    retention: Duration,
+    started: Instant,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// gRPC priority to engine priority (higher overtakes lower in every stage queue).
+fn priority(p: i32) -> i32 {
+    match proto::Priority::try_from(p) {
+        Ok(proto::Priority::Low) => -1,
+        Ok(proto::Priority::High) => 1,
+        Ok(proto::Priority::Critical) => 2,
+        _ => 0,
+    }
+}
+
+/// The circuit id the Curio API uses for a proof type's parameters ("porep-32g").
+fn circuit_id(p: RegisteredSealProof) -> String {
+    let size = match u64::from(p.sector_size()) {
+        2048 => "2k".to_string(),
+        8_388_608 => "8m".to_string(),
+        536_870_912 => "512m".to_string(),
+        34_359_738_368 => "32g".to_string(),
+        68_719_476_736 => "64g".to_string(),
+        s => s.to_string(),
+    };
+    format!("porep-{size}")
+}
+
+fn proof_for_circuit_id(id: &str) -> Result<RegisteredSealProof, Status> {
+    let size = id
+        .strip_prefix("porep-")
+        .ok_or_else(|| Status::unimplemented(format!("circuit `{id}`: only porep-<size> parameters are served")))?;
+    let size = match size {
+        "2k" => "2KiB",
+        "8m" => "8MiB",
+        "512m" => "512MiB",
+        "32g" => "32GiB",
+        "64g" => "64GiB",
+        other => other,
+    };
+    porep::proof_for_sector_size(size).map_err(Status::invalid_argument)
+}
+
+fn to_response(job_id: &str, r: Result<JobOutput, JobError>) -> proto::AwaitProofResponse {
+    let mut resp = proto::AwaitProofResponse { job_id: job_id.to_string(), ..Default::default() };
+    match r {
+        Ok(out) => {
+            let t = &out.timings;
+            let ms = |d: Duration| d.as_millis() as u64;
+            resp.status = JobStatus::Completed as i32;
+            resp.proof = out.proof_bytes();
+            resp.queue_wait_ms = ms(t.stage(StageName::Ingest).queue_wait + t.stage(StageName::Synthesize).queue_wait);
+            resp.srs_load_ms = ms(t.stage(StageName::Ingest).busy);
+            resp.synthesis_ms = ms(t.stage(StageName::Synthesize).busy);
+            resp.gpu_compute_ms = ms(t.stage(StageName::StagePcie).busy + t.stage(StageName::ProveGpu).busy);
+            resp.total_ms = ms(t.total);
+        }
+        Err(JobError::Cancelled) => {
+            resp.status = JobStatus::Cancelled as i32;
+            resp.error_message = "cancelled".into();
+        }
+        Err(e) => {
+            resp.status = JobStatus::Failed as i32;
+            resp.error_message = e.to_string();
+        }
+    }
+    resp
+}
+
+impl Service {
+    pub(super) fn new(engine: Engine, cfg: &DaemonConfig) -> Self {
+        Service {
+            engine,
+            jobs: Mutex::new(HashMap::new()),
+            by_request: Mutex::new(HashMap::new()),
+            max_input: usize::try_from(cfg.max_message_bytes.0).unwrap_or(usize::MAX),
+            retention: Duration::from_secs(cfg.job_retention_secs),
+            started: Instant::now(),
+        }
+    }
+
+    /// Forgets jobs that finished more than `retention` ago.
+    fn expire(&self) {
+        let retention = self.retention;
+        let mut jobs = lock(&self.jobs);
+        let before = jobs.len();
+        jobs.retain(|_, j| lock(&j.finished).is_none_or(|t| t.elapsed() < retention));
+        if jobs.len() != before {
+            let live: std::collections::HashSet<String> = jobs.keys().cloned().collect();
+            lock(&self.by_request).retain(|_, id| live.contains(id));
+        }
+    }
+
+    async fn submit(&self, req: proto::SubmitProofRequest) -> Result<String, Status> {
+        self.expire();
+        match ProofKind::try_from(req.proof_kind) {
+            Ok(ProofKind::PorepSealCommit) => {}
+            Ok(k @ (ProofKind::SnapDealsUpdate | ProofKind::WindowPostPartition | ProofKind::WinningPost)) => {
+                return Err(Status::unimplemented(format!(
+                    "{} is not supported by this daemon yet; it proves POREP_SEAL_COMMIT",
+                    k.as_str_name()
+                )))
+            }
+            Ok(ProofKind::Unspecified) => {
+                return Err(Status::invalid_argument("proof_kind is unspecified; set POREP_SEAL_COMMIT"))
+            }
+            Err(_) => return Err(Status::invalid_argument(format!("unknown proof_kind {}", req.proof_kind))),
+        }
+        if !req.request_id.is_empty() {
+            if let Some(id) = lock(&self.by_request).get(&req.request_id) {
+                return Ok(id.clone());
+            }
+        }
+        if req.vanilla_proof.is_empty() {
+            return Err(Status::invalid_argument("vanilla_proof is empty: it must carry the C1 output"));
+        }
+        if req.vanilla_proof.len() > self.max_input {
+            return Err(Status::resource_exhausted(format!(
+                "vanilla_proof is {} bytes, above the limit of {}",
+                req.vanilla_proof.len(),
+                self.max_input
+            )));
+        }
+        // Validate on receipt, so a malformed C1 is an InvalidArgument now and not a
+        // failed job later; the parsed form goes to Ingest, which does not parse again.
+        let bytes = req.vanilla_proof;
+        let max = self.max_input;
+        let c1 = tokio::task::spawn_blocking(move || porep::parse_c1(&bytes, max))
+            .await
+            .map_err(|e| Status::internal(format!("C1 validation: {e}")))?
+            .map_err(|e| match e {
+                PorepError::TooLarge { .. } => Status::resource_exhausted(e.to_string()),
+                e => Status::invalid_argument(e.to_string()),
+            })?;
+        let proof = c1.registered_proof();
+        if req.sector_size != 0 && req.sector_size != u64::from(proof.sector_size()) {
+            return Err(Status::invalid_argument(format!(
+                "sector_size {} does not match the C1 output ({proof:?}, {} bytes)",
+                req.sector_size,
+                u64::from(proof.sector_size())
+            )));
+        }
+        match porep::proof_from_number(req.registered_proof) {
+            Some(p) if p == proof => {}
+            Some(p) => {
+                return Err(Status::invalid_argument(format!(
+                    "registered_proof {} is {p:?} but the C1 output is for {proof:?}",
+                    req.registered_proof
+                )))
+            }
+            None => {
+                return Err(Status::invalid_argument(format!(
+                    "registered_proof {} is not a seal proof",
+                    req.registered_proof
+                )))
+            }
+        }
+        let prover_id = porep::prover_id_from_actor(req.miner_id);
+        let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
+        let handle = self.engine.submit(spec).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        let job_id = handle.id().to_string();
+        info!(job = %job_id, sector = req.sector_number, miner = req.miner_id, proof = ?proof, "proof submitted");
+        let (tx, rx) = watch::channel(None);
+        let finished = Arc::new(Mutex::new(None));
+        let canceller = handle.canceller();
+        let (id2, fin2) = (job_id.clone(), finished.clone());
+        tokio::spawn(async move {
+            let r = handle.wait().await;
+            *lock(&fin2) = Some(Instant::now());
+            let _ = tx.send(Some(to_response(&id2, r)));
+        });
+        lock(&self.jobs).insert(job_id.clone(), Job { result: rx, canceller, finished });
+        if !req.request_id.is_empty() {
+            lock(&self.by_request).insert(req.request_id, job_id.clone());
+        }
+        Ok(job_id)
+    }
+
+    async fn await_job(&self, job_id: &str, timeout_ms: u64) -> Result<proto::AwaitProofResponse, Status> {
+        let mut rx = lock(&self.jobs)
+            .get(job_id)
+            .map(|j| j.result.clone())
+            .ok_or_else(|| Status::not_found(format!("no job `{job_id}` (unknown, or finished and forgotten)")))?;
+        let wait = async {
+            loop {
+                if let Some(r) = rx.borrow_and_update().clone() {
+                    return Ok(r);
+                }
+                if rx.changed().await.is_err() {
+                    return Err(Status::internal("job result lost"));
+                }
+            }
+        };
+        if timeout_ms == 0 {
+            wait.await
+        } else {
+            match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await {
+                Ok(r) => r,
+                Err(_) => Ok(proto::AwaitProofResponse {
+                    job_id: job_id.to_string(),
+                    status: JobStatus::Timeout as i32,
+                    ..Default::default()
+                }),
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl ProvingEngine for Service {
+    async fn submit_proof(
+        &self,
+        request: Request<proto::SubmitProofRequest>,
+    ) -> Result<Response<proto::SubmitProofResponse>, Status> {
+        let job_id = self.submit(request.into_inner()).await?;
+        let queued = self.engine.stage_snapshots().iter().map(|s| s.queue_len).sum::<u64>();
+        Ok(Response::new(proto::SubmitProofResponse {
+            job_id,
+            queue_position: u32::try_from(queued).unwrap_or(u32::MAX),
+            assigned_gpu: String::new(),
+        }))
+    }
+
+    async fn await_proof(
+        &self,
+        request: Request<proto::AwaitProofRequest>,
+    ) -> Result<Response<proto::AwaitProofResponse>, Status> {
+        let r = request.into_inner();
+        Ok(Response::new(self.await_job(&r.job_id, r.timeout_ms).await?))
+    }
+
+    async fn prove(&self, request: Request<proto::ProveRequest>) -> Result<Response<proto::ProveResponse>, Status> {
+        let submit = request.into_inner().submit.ok_or_else(|| Status::invalid_argument("submit is missing"))?;
+        let job_id = self.submit(submit).await?;
+        let result = self.await_job(&job_id, 0).await?;
+        Ok(Response::new(proto::ProveResponse { result: Some(result) }))
+    }
+
+    async fn cancel_proof(
+        &self,
+        request: Request<proto::CancelProofRequest>,
+    ) -> Result<Response<proto::CancelProofResponse>, Status> {
+        let id = request.into_inner().job_id;
+        let (canceller, running) = {
+            let jobs = lock(&self.jobs);
+            let j = jobs.get(&id).ok_or_else(|| Status::not_found(format!("no job `{id}`")))?;
+            let running = j.result.borrow().is_none();
+            (j.canceller.clone(), running)
+        };
+        canceller.cancel().await;
+        Ok(Response::new(proto::CancelProofResponse { was_running: running }))
+    }
+
+    async fn get_status(
+        &self,
+        _: Request<proto::GetStatusRequest>,
+    ) -> Result<Response<proto::GetStatusResponse>, Status> {
+        let snap = self.engine.snapshot().await;
+        let loaded_srs = self
+            .engine
+            .params()
+            .resident()
+            .into_iter()
+            .map(|(p, bytes, refs)| proto::SrsStatus {
+                circuit_id: circuit_id(p),
+                tier: proto::srs_status::Tier::Hot as i32,
+                size_bytes: bytes,
+                ref_count: u32::try_from(refs).unwrap_or(u32::MAX),
+            })
+            .collect();
+        let queues = snap
+            .stages
+            .iter()
+            .map(|s| proto::QueueStatus {
+                proof_kind: s.stage.as_str().to_string(),
+                pending: u32::try_from(s.queue_len).unwrap_or(u32::MAX),
+                in_progress: u32::try_from(s.in_flight).unwrap_or(u32::MAX),
+            })
+            .collect();
+        Ok(Response::new(proto::GetStatusResponse {
+            gpus: Vec::new(),
+            loaded_srs,
+            queues,
+            total_proofs_completed: snap.jobs.succeeded,
+            total_proofs_failed: snap.jobs.failed,
+            uptime_seconds: self.started.elapsed().as_secs(),
+            pinned_memory_bytes: 0,
+            pinned_memory_limit_bytes: 0,
+        }))
+    }
+
+    async fn get_metrics(
+        &self,
+        _: Request<proto::GetMetricsRequest>,
+    ) -> Result<Response<proto::GetMetricsResponse>, Status> {
+        let text = crate::metrics::render(&self.engine.snapshot().await);
+        Ok(Response::new(proto::GetMetricsResponse { prometheus_text: text }))
+    }
+
+    async fn preload_srs(
+        &self,
+        request: Request<proto::PreloadSrsRequest>,
+    ) -> Result<Response<proto::PreloadSrsResponse>, Status> {
+        let proof = proof_for_circuit_id(&request.into_inner().circuit_id)?;
+        let params = self.engine.params().clone();
+        if params.is_resident(proof) {
+            return Ok(Response::new(proto::PreloadSrsResponse { already_loaded: true, load_time_ms: 0 }));
+        }
+        let t = Instant::now();
+        tokio::task::spawn_blocking(move || params.get(proof))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok(Response::new(proto::PreloadSrsResponse {
+            already_loaded: false,
+            load_time_ms: t.elapsed().as_millis() as u64,
+        }))
+    }
+
+    async fn evict_srs(
+        &self,
+        request: Request<proto::EvictSrsRequest>,
+    ) -> Result<Response<proto::EvictSrsResponse>, Status> {
+        let proof = proof_for_circuit_id(&request.into_inner().circuit_id)?;
+        let freed = self.engine.params().evict(proof);
+        Ok(Response::new(proto::EvictSrsResponse { was_loaded: freed.is_some(), freed_bytes: freed.unwrap_or(0) }))
+    }
+}

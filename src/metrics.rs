@@ -1,0 +1,100 @@
+//! The Prometheus text rendering of an engine snapshot; the names and meanings are
+//! specified in docs/metrics.md.
+
+use std::fmt::Write;
+
+use crate::EngineSnapshot;
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn host_memory() -> Option<(u64, u64)> {
+    let mut sys = sysinfo::System::new().ok()?;
+    sys.refresh_memory();
+    Some((sys.total_memory(), sys.available_memory()))
+}
+
+fn rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+/// Renders `snap` (plus process and host figures read now) in Prometheus text format.
+pub fn render(snap: &EngineSnapshot) -> String {
+    let mut o = String::with_capacity(8 << 10);
+    type Get = fn(&crate::actors::StageSnapshot) -> f64;
+    let stage_metrics: [(&str, &str, &str, Get); 15] = [
+        ("cuzk_stage_received_total", "counter", "Items taken from the stage's mailbox.", |s| s.received as f64),
+        ("cuzk_stage_completed_total", "counter", "Items processed successfully.", |s| s.completed as f64),
+        ("cuzk_stage_emitted_total", "counter", "Items sent downstream.", |s| s.emitted as f64),
+        ("cuzk_stage_failed_total", "counter", "Items whose processing failed.", |s| s.failed as f64),
+        ("cuzk_stage_cancelled_total", "counter", "Items dropped because their job had ended.", |s| s.cancelled as f64),
+        ("cuzk_stage_panics_total", "counter", "Panics caught in the stage's code.", |s| s.panics as f64),
+        ("cuzk_stage_restarts_total", "counter", "Actor restarts by the supervisor.", |s| s.restarts as f64),
+        ("cuzk_stage_busy_seconds_total", "counter", "Processing time summed over workers.", |s| s.busy.as_secs_f64()),
+        ("cuzk_stage_queue_wait_seconds_total", "counter", "Time items waited in the queue.", |s| {
+            s.queue_wait.as_secs_f64()
+        }),
+        ("cuzk_stage_budget_wait_seconds_total", "counter", "Time workers waited for memory.", |s| {
+            s.budget_wait.as_secs_f64()
+        }),
+        ("cuzk_stage_queue_length", "gauge", "Items queued now.", |s| s.queue_len as f64),
+        ("cuzk_stage_queue_peak", "gauge", "Highest queue length seen.", |s| s.queue_peak as f64),
+        ("cuzk_stage_queue_capacity", "gauge", "Configured queue bound.", |s| s.queue_capacity as f64),
+        ("cuzk_stage_in_flight", "gauge", "Items being processed now.", |s| s.in_flight as f64),
+        ("cuzk_stage_workers", "gauge", "Configured workers.", |s| s.workers as f64),
+    ];
+    for (name, kind, help, get) in stage_metrics {
+        family(&mut o, name, kind, help);
+        for s in &snap.stages {
+            let _ = writeln!(o, "{name}{{stage=\"{}\"}} {}", s.stage.as_str(), get(s));
+        }
+    }
+    let b = &snap.host_budget;
+    let budget: [(&str, &str, &str, f64); 6] = [
+        ("cuzk_budget_capacity_bytes", "gauge", "The budget.", b.capacity as f64),
+        ("cuzk_budget_used_bytes", "gauge", "Reserved now.", b.used as f64),
+        ("cuzk_budget_peak_bytes", "gauge", "Highest reservation total seen.", b.peak as f64),
+        ("cuzk_budget_waiting", "gauge", "Reservation requests waiting now.", b.waiting as f64),
+        ("cuzk_budget_grants_total", "counter", "Reservations granted.", b.grants as f64),
+        ("cuzk_budget_waits_total", "counter", "Reservations that had to wait.", b.waits as f64),
+    ];
+    for (name, kind, help, v) in budget {
+        family(&mut o, name, kind, help);
+        let _ = writeln!(o, "{name}{{budget=\"{}\"}} {v}", b.name);
+    }
+    let j = &snap.jobs;
+    let jobs: [(&str, &str, &str, u64); 5] = [
+        ("cuzk_jobs_submitted_total", "counter", "Jobs accepted.", j.submitted),
+        ("cuzk_jobs_succeeded_total", "counter", "Jobs that ended with a proof.", j.succeeded),
+        ("cuzk_jobs_failed_total", "counter", "Jobs that ended with an error.", j.failed),
+        ("cuzk_jobs_cancelled_total", "counter", "Jobs cancelled.", j.cancelled),
+        ("cuzk_jobs_in_flight", "gauge", "Jobs not yet ended.", j.in_flight),
+    ];
+    for (name, kind, help, v) in jobs {
+        family(&mut o, name, kind, help);
+        let _ = writeln!(o, "{name} {v}");
+    }
+    if let Some(r) = rss() {
+        family(&mut o, "cuzk_process_resident_memory_bytes", "gauge", "This process's resident set size.");
+        let _ = writeln!(o, "cuzk_process_resident_memory_bytes {r}");
+    }
+    if let Some(p) = crate::bench::peak_rss_bytes() {
+        family(&mut o, "cuzk_process_peak_resident_memory_bytes", "gauge", "Peak resident set size.");
+        let _ = writeln!(o, "cuzk_process_peak_resident_memory_bytes {p}");
+    }
+    if let Some((total, avail)) = host_memory() {
+        family(&mut o, "cuzk_host_available_memory_bytes", "gauge", "Memory available on the host.");
+        let _ = writeln!(o, "cuzk_host_available_memory_bytes {avail}");
+        family(&mut o, "cuzk_host_total_memory_bytes", "gauge", "Memory installed on the host.");
+        let _ = writeln!(o, "cuzk_host_total_memory_bytes {total}");
+    }
+    family(&mut o, "cuzk_uptime_seconds", "gauge", "Seconds since the engine started.");
+    let _ = writeln!(o, "cuzk_uptime_seconds {}", snap.uptime.as_secs_f64());
+    family(&mut o, "cuzk_backend_info", "gauge", "The proving backend in use.");
+    let _ = writeln!(o, "cuzk_backend_info{{backend=\"{}\"}} 1", snap.backend);
+    o
+}

@@ -1,0 +1,56 @@
+//! PoRep fixtures shared by tests: 2KiB test parameters (generated once, kept under the
+//! target dir) and C1 outputs.
+#![allow(dead_code)]
+
+use std::{
+    path::PathBuf,
+    sync::{Mutex, OnceLock},
+};
+
+use cuzk::synth::porep::{self, C1Fixture, RegisteredSealProof};
+
+pub const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
+
+/// Test parameters for 2KiB, generated once, and the environment filecoin-proofs
+/// reads (set before any of its calls).
+pub fn param_cache() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-porep");
+        let dir = base.join("params-2kib-seed1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", base.join("parents"));
+        let (params, vk) = porep::parameter_files(&dir, PROOF).unwrap();
+        // Test binaries run one after another, so one generates and the others reuse;
+        // the .vk is renamed into place last, marking the pair complete.
+        if !params.exists() || !vk.exists() {
+            use rand::SeedableRng;
+            let t = std::time::Instant::now();
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+            let key = cuzk::srs::generate_random(porep::blank_circuit(PROOF).unwrap(), &mut rng).unwrap();
+            key.write(&params).unwrap();
+            let tmp = vk.with_extension("vk.tmp");
+            key.vk.write(std::fs::File::create(&tmp).unwrap()).unwrap();
+            std::fs::rename(&tmp, &vk).unwrap();
+            eprintln!("generated 2KiB PoRep test parameters in {:?}", t.elapsed());
+        }
+        dir
+    })
+    .clone()
+}
+
+/// A sealed 2KiB sector's C1 output; deterministic per seed (miner f0<1000+seed>).
+pub fn fixture(seed: u64) -> C1Fixture {
+    let _ = param_cache();
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _g = LOCK.lock().unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cuzk-porep/c1-{seed}-{}", std::process::id()));
+    let f = porep::generate_c1(PROOF, seed, &dir).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    f
+}
+
+pub fn verify(f: &C1Fixture, sector_id: u64, proof: &[u8]) -> bool {
+    porep::verify_seal(PROOF, f.comm_r, f.comm_d, f.prover_id, sector_id, f.ticket, f.seed, proof).unwrap()
+}

@@ -1,0 +1,254 @@
+//! The daemon on loopback, through the cuzk.v1 gRPC API: a real 2KiB PoRep proof
+//! verified with verify_seal; submit, await, cancel, status, metrics (gRPC and HTTP);
+//! bad input answered with gRPC codes; shutdown with jobs in flight.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    porep::{fixture, param_cache, verify},
+    small_config,
+};
+use cuzk::daemon::{
+    proto::{
+        await_proof_response::Status as JobStatus, proving_engine_client::ProvingEngineClient, AwaitProofRequest,
+        CancelProofRequest, GetMetricsRequest, GetStatusRequest, PreloadSrsRequest, ProofKind, ProveRequest,
+        SubmitProofRequest,
+    },
+    Daemon, DaemonConfig, Listen,
+};
+use tonic::{transport::Channel, Code};
+
+fn daemon(tweak: impl FnOnce(&mut DaemonConfig)) -> Daemon {
+    let mut cfg = DaemonConfig {
+        listen: "127.0.0.1:0".into(),
+        metrics_listen: "127.0.0.1:0".into(),
+        shutdown_timeout_secs: 0,
+        ..Default::default()
+    };
+    tweak(&mut cfg);
+    let mut engine = small_config();
+    engine.ingest.param_cache = param_cache();
+    Daemon::start(cfg, engine).unwrap()
+}
+
+async fn client(d: &Daemon) -> ProvingEngineClient<Channel> {
+    let Listen::Tcp(addr) = d.listen else { panic!("tcp expected") };
+    ProvingEngineClient::connect(format!("http://{addr}")).await.unwrap().max_decoding_message_size(64 << 20)
+}
+
+fn porep_request(f: &cuzk::synth::porep::C1Fixture, vanilla: Vec<u8>) -> SubmitProofRequest {
+    SubmitProofRequest {
+        proof_kind: ProofKind::PorepSealCommit as i32,
+        sector_size: 2048,
+        registered_proof: 5, // StackedDrg2KiBV1_1
+        vanilla_proof: vanilla,
+        sector_number: f.sector_id,
+        miner_id: f.miner_id,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn porep_proof_through_the_v1_api() {
+    let f = fixture(11);
+    let d = daemon(|_| {});
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        // Curio sends the Lotus/Curio wrapper.
+        let r = c
+            .prove(ProveRequest { submit: Some(porep_request(&f, f.wrapper_json.clone())) })
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+            .unwrap();
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+        assert_eq!(r.proof.len(), 192);
+        assert!(verify(&f, f.sector_id, &r.proof), "verify_seal rejected the daemon's proof");
+        assert!(r.total_ms > 0 && r.synthesis_ms > 0);
+        // The plain JSON is accepted too.
+        let r =
+            c.prove(ProveRequest { submit: Some(porep_request(&f, f.c1_json.clone())) }).await.unwrap().into_inner();
+        assert_eq!(r.result.unwrap().status, JobStatus::Completed as i32);
+    });
+    d.shutdown();
+}
+
+fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_string(), v.parse::<f64>().unwrap_or_else(|_| panic!("bad value in `{l}`")))
+        })
+        .collect()
+}
+
+#[test]
+fn submit_await_cancel_status_metrics() {
+    let f = fixture(12);
+    let d = daemon(|_| {});
+    let metrics_addr = d.metrics.unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        let mut req = porep_request(&f, f.c1_json.clone());
+        req.request_id = "req-1".into();
+        let job = c.submit_proof(req.clone()).await.unwrap().into_inner().job_id;
+        // Idempotent on request_id.
+        assert_eq!(c.submit_proof(req).await.unwrap().into_inner().job_id, job);
+        let r = c.await_proof(AwaitProofRequest { job_id: job.clone(), timeout_ms: 1 }).await.unwrap().into_inner();
+        assert_eq!(r.status, JobStatus::Timeout as i32);
+        assert!(c.cancel_proof(CancelProofRequest { job_id: job.clone() }).await.unwrap().into_inner().was_running);
+        let r = c.await_proof(AwaitProofRequest { job_id: job.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.status, JobStatus::Cancelled as i32);
+        // A second job completes; status and metrics account for both.
+        let job2 = c.submit_proof(porep_request(&f, f.c1_json.clone())).await.unwrap().into_inner().job_id;
+        let r = c.await_proof(AwaitProofRequest { job_id: job2, timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+        let s = c.get_status(GetStatusRequest {}).await.unwrap().into_inner();
+        assert_eq!(s.total_proofs_completed, 1);
+        // Verify is off by default, so six stages report.
+        assert_eq!(s.queues.len(), 6);
+        assert_eq!(s.loaded_srs.len(), 1);
+        assert_eq!(s.loaded_srs[0].circuit_id, "porep-2k");
+        let pre = c.preload_srs(PreloadSrsRequest { circuit_id: "porep-2k".into() }).await.unwrap().into_inner();
+        assert!(pre.already_loaded);
+        let text = c.get_metrics(GetMetricsRequest {}).await.unwrap().into_inner().prometheus_text;
+        let m = parse_metrics(&text);
+        assert_eq!(m["cuzk_jobs_submitted_total"], 2.0);
+        assert_eq!(m["cuzk_jobs_succeeded_total"], 1.0);
+        assert_eq!(m["cuzk_jobs_cancelled_total"], 1.0);
+        assert!(m["cuzk_stage_busy_seconds_total{stage=\"synthesize\"}"] > 0.0);
+        assert!(m["cuzk_budget_capacity_bytes{budget=\"host\"}"] > 0.0);
+        assert!(m["cuzk_budget_used_bytes{budget=\"host\"}"] > 0.0, "resident parameters are charged");
+        assert!(m["cuzk_process_resident_memory_bytes"] > 0.0);
+        assert_eq!(m["cuzk_backend_info{backend=\"cpu\"}"], 1.0);
+        for stage in ["ingest", "synthesize", "prepare_msm", "stage_pcie", "prove_gpu", "assemble"] {
+            assert!(m.contains_key(&format!("cuzk_stage_queue_length{{stage=\"{stage}\"}}")), "{stage}");
+        }
+        // The same over HTTP.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(metrics_addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.unwrap();
+        assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+        assert!(body.contains("cuzk_jobs_submitted_total 2"), "{body}");
+    });
+    d.shutdown();
+}
+
+#[test]
+fn bad_requests_get_grpc_codes() {
+    let f = fixture(13);
+    let d = daemon(|c| c.max_message_bytes = cuzk::actors::ByteSize(150_000));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        let good = porep_request(&f, f.c1_json.clone());
+        let cases: Vec<(&str, SubmitProofRequest, Code, &str)> = vec![
+            (
+                "unspecified kind",
+                SubmitProofRequest { proof_kind: 0, ..good.clone() },
+                Code::InvalidArgument,
+                "unspecified",
+            ),
+            (
+                "unknown kind",
+                SubmitProofRequest { proof_kind: 99, ..good.clone() },
+                Code::InvalidArgument,
+                "unknown proof_kind",
+            ),
+            (
+                "snap deals",
+                SubmitProofRequest { proof_kind: ProofKind::SnapDealsUpdate as i32, ..good.clone() },
+                Code::Unimplemented,
+                "SNAP_DEALS_UPDATE",
+            ),
+            (
+                "winning post",
+                SubmitProofRequest { proof_kind: ProofKind::WinningPost as i32, ..good.clone() },
+                Code::Unimplemented,
+                "WINNING_POST",
+            ),
+            (
+                "empty vanilla proof",
+                SubmitProofRequest { vanilla_proof: vec![], ..good.clone() },
+                Code::InvalidArgument,
+                "empty",
+            ),
+            (
+                "malformed C1",
+                SubmitProofRequest { vanilla_proof: b"{\"registered_proof\": 12".to_vec(), ..good.clone() },
+                Code::InvalidArgument,
+                "not valid",
+            ),
+            (
+                "wrong sector size",
+                SubmitProofRequest { sector_size: 8 << 20, ..good.clone() },
+                Code::InvalidArgument,
+                "sector_size",
+            ),
+            (
+                "wrong registered proof",
+                SubmitProofRequest { registered_proof: 0, ..good.clone() },
+                Code::InvalidArgument,
+                "registered_proof",
+            ),
+            (
+                "oversized",
+                SubmitProofRequest { vanilla_proof: vec![b' '; 160_000], ..good.clone() },
+                Code::ResourceExhausted,
+                "above the limit",
+            ),
+        ];
+        for (name, req, code, needle) in cases {
+            let e = c.submit_proof(req).await.expect_err(name);
+            assert_eq!(e.code(), code, "{name}: {e}");
+            assert!(e.message().contains(needle), "{name}: `{}` lacks `{needle}`", e.message());
+        }
+        let e = c.await_proof(AwaitProofRequest { job_id: "nope".into(), timeout_ms: 0 }).await.unwrap_err();
+        assert_eq!(e.code(), Code::NotFound);
+        let e = c.preload_srs(PreloadSrsRequest { circuit_id: "wpost-32g".into() }).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unimplemented);
+        // Still serving: a good request completes.
+        let r = c.prove(ProveRequest { submit: Some(good) }).await.unwrap().into_inner().result.unwrap();
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    });
+    d.shutdown();
+}
+
+#[test]
+fn shutdown_gives_every_job_a_terminal_result() {
+    let f = fixture(14);
+    let d = daemon(|_| {});
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let results = rt.block_on(async {
+        let c = client(&d).await;
+        let calls: Vec<_> = (0..3)
+            .map(|_| {
+                let mut c = c.clone();
+                let req = porep_request(&f, f.c1_json.clone());
+                tokio::spawn(async move { c.prove(ProveRequest { submit: Some(req) }).await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let stopper = std::thread::spawn(move || d.shutdown());
+        let mut out = Vec::new();
+        for call in calls {
+            out.push(call.await.unwrap());
+        }
+        stopper.join().unwrap();
+        out
+    });
+    for r in results {
+        let r = r.expect("the call itself completes").into_inner().result.unwrap();
+        let ok = r.status == JobStatus::Completed as i32
+            || (r.status == JobStatus::Failed as i32 && r.error_message.contains("shut down"));
+        assert!(ok, "status {} `{}`", r.status, r.error_message);
+    }
+}
