@@ -8,7 +8,10 @@ set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/cuzk-out}
 mkdir -p "$OUT" /tmp/cuzk-params
-export RUST_LOG=${RUST_LOG:-warn} XDG_CACHE_HOME=/tmp/cuzk-cache
+export RUST_LOG=${RUST_LOG:-warn} XDG_CACHE_HOME=/tmp/cuzk-cache CUZK_TEST_TMPDIR=/tmp/cuzk-test
+# The benches must run on the CUDA backend ("gpu" refuses to fall back to the CPU).
+GPUCFG="$OUT/gpu.toml"
+printf '[backend]\nkind = "gpu"\n' > "$GPUCFG"
 PHASES=${PHASES:-tests bench}
 summary="$OUT/summary.txt"
 : > "$summary"
@@ -20,7 +23,7 @@ say "gpu: $(cat "$OUT/gpu.txt" | head -2 | tr '\n' ';') cores: $(nproc)"
 if [[ " $PHASES " == *" tests "* ]]; then
     t=$(date +%s)
     CUZK_GPU_TEST_LOG2=${TEST_LOG2:-10,14,18,20} CUZK_GPU_TEST_BIG_LOG2=${BIG_LOG2:-20} \
-        "$D/gpu" --nocapture --test-threads 1 > "$OUT/test-gpu.log" 2>&1
+        timeout "${TEST_TIMEOUT:-400}" "$D/gpu" --nocapture --test-threads 1 ${TEST_FILTER:-} > "$OUT/test-gpu.log" 2>&1
     say "test gpu rc=$? ($(( $(date +%s) - t )) s) $(grep -c '^ok ' "$OUT/test-gpu.log") cases ok; $(grep -E '^test result' "$OUT/test-gpu.log")"
 fi
 
@@ -34,7 +37,7 @@ if [[ " $PHASES " == *" bench "* ]]; then
             "$D/cuzk" srs gen --synthetic "$K" --a-density "$AD" --b-density "$BD" --seed 7 --out "$P" > "$OUT/gen-$K.log" 2>&1
             say "srs gen 2^$K: $(( ($(date +%s%N) - t) / 1000000 )) ms rc=$?"
         fi
-        "$D/cuzk" bench --log2 "$K" --count "$N" --a-density "$AD" --b-density "$BD" --params "$P" --seed 1 \
+        timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$GPUCFG" --log2 "$K" --count "$N" --a-density "$AD" --b-density "$BD" --params "$P" --seed 1 \
             > "$OUT/bench-cuzk-$K.log" 2>&1
         say "cuzk 2^$K x$N: $(grep -E '^cuzk' "$OUT/bench-cuzk-$K.log")"
         grep -E "^bottleneck" "$OUT/bench-cuzk-$K.log" | tee -a "$summary"

@@ -1,7 +1,8 @@
 //! On a GPU host: the CUDA backend's proofs are byte-identical to the CPU backend's
 //! and to bellperson's prover for the same r, s, and verify. Sizes: synthetic
 //! circuits 2^10..2^16 with real parameters (always) plus `CUZK_GPU_TEST_BIG_LOG2`
-//! (e.g. "20,22"). Skips cleanly where there is no GPU.
+//! (e.g. "20,22"); and a 2KiB PoRep C1, whose GPU proof must equal the CPU backend's
+//! and pass filecoin-proofs' `verify_seal`. Skips cleanly where there is no GPU.
 
 mod common;
 
@@ -11,7 +12,7 @@ mod common;
 mod kernels;
 
 use common::*;
-use cuzk::{actors::config::BackendKind, prove_circuits, Engine, SyntheticCircuit};
+use cuzk::{actors::config::BackendKind, prove_circuits, Engine, JobSpec, SyntheticCircuit};
 
 fn gpu_engine() -> Option<Engine> {
     let mut cfg = small_config();
@@ -72,6 +73,33 @@ fn gpu_proofs_match_cpu_and_bellperson() {
         }
         eprintln!("ok {spec:?}: params {gen:?}, 2 GPU proofs {gpu_time:?}, ops {:?}", g.timings.ops);
     }
+    gpu.shutdown();
+    cpu.shutdown();
+}
+
+#[test]
+fn gpu_porep_2kib_matches_cpu_and_verifies() {
+    // Probe first: without a GPU this test must not spend a minute generating params.
+    let Some(probe) = gpu_engine() else { return };
+    probe.shutdown();
+    let dir = common::porep::param_cache();
+    let f = common::porep::fixture(21);
+    let start = |kind| {
+        let mut cfg = small_config();
+        cfg.backend.kind = kind;
+        cfg.ingest.param_cache = dir.clone();
+        Engine::start(cfg).unwrap()
+    };
+    let (gpu, cpu) = (start(BackendKind::Gpu), start(BackendKind::Cpu));
+    let job = || JobSpec::porep_c1(f.wrapper_json.clone(), f.prover_id, f.sector_id).with_seed(5);
+    let t = std::time::Instant::now();
+    let g = gpu.submit_blocking(job()).unwrap().wait_blocking().unwrap().proof_bytes();
+    let gpu_time = t.elapsed();
+    let c = cpu.submit_blocking(job()).unwrap().wait_blocking().unwrap().proof_bytes();
+    assert_eq!(g.len(), 192 * usize::from(common::porep::PROOF.partitions()));
+    assert_eq!(g, c, "2KiB PoRep: GPU vs CPU backend proof bytes");
+    assert!(common::porep::verify(&f, f.sector_id, &g), "verify_seal rejected the GPU proof");
+    eprintln!("ok porep 2KiB: GPU job {gpu_time:?}");
     gpu.shutdown();
     cpu.shutdown();
 }

@@ -11,12 +11,18 @@ use cuzk::synth::porep::{self, C1Fixture, RegisteredSealProof};
 
 pub const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 
+/// Where fixtures live: `CUZK_TEST_TMPDIR` (test binaries copied to a GPU host run
+/// away from their build tree), else Cargo's per-target temp dir.
+fn tmp_root() -> PathBuf {
+    std::env::var_os("CUZK_TEST_TMPDIR").map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from)
+}
+
 /// Test parameters for 2KiB, generated once, and the environment filecoin-proofs
 /// reads (set before any of its calls).
 pub fn param_cache() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-porep");
+        let base = tmp_root().join("cuzk-porep");
         let dir = base.join("params-2kib-seed1");
         std::fs::create_dir_all(&dir).unwrap();
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
@@ -45,7 +51,7 @@ pub fn fixture(seed: u64) -> C1Fixture {
     let _ = param_cache();
     static LOCK: Mutex<()> = Mutex::new(());
     let _g = LOCK.lock().unwrap();
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cuzk-porep/c1-{seed}-{}", std::process::id()));
+    let dir = tmp_root().join(format!("cuzk-porep/c1-{seed}-{}", std::process::id()));
     let f = porep::generate_c1(PROOF, seed, &dir).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     f

@@ -34,14 +34,8 @@ pub struct SelectedBackend {
     pub devices: usize,
 }
 
-/// Whether "auto" may pick the CUDA backend. False until the CUDA backend has passed
-/// its tests and benchmarks on a GPU host (docs/gpu.md, "Status"): until then it runs
-/// only when asked for with `backend.kind = "gpu"`.
-pub const CUDA_AUTO: bool = false;
-
-/// Picks the backend from config: "auto" takes the GPU when one is usable (and the
-/// CUDA backend is validated, see [`CUDA_AUTO`]) and says why not otherwise; "gpu"
-/// refuses to start without one.
+/// Picks the backend from config: "auto" takes the GPU when one is usable and says
+/// why not otherwise; "gpu" refuses to start without one.
 ///
 /// # Errors
 /// [`EngineError::Backend`] when `kind = "gpu"` and no GPU backend is usable.
@@ -49,14 +43,6 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
     let cpu = || SelectedBackend { backend: Arc::new(CpuBackend), devices: 1 };
     if cfg.kind == BackendKind::Cpu {
         info!(backend = "cpu", reason = "configured", "backend selected");
-        return Ok(cpu());
-    }
-    if cfg.kind == BackendKind::Auto && !CUDA_AUTO {
-        info!(
-            backend = "cpu",
-            reason = "the CUDA backend is not yet validated on a GPU host; set backend.kind = \"gpu\" to use it",
-            "backend selected"
-        );
         return Ok(cpu());
     }
     let opts =
