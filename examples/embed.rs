@@ -26,13 +26,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let circuits = vec![SyntheticCircuit::new(spec, seed)?, SyntheticCircuit::new(spec, seed + 1)?];
         Ok(JobSpec::circuits(params.clone(), circuits))
     };
-    let normal: Vec<_> = (0..4).map(|i| engine.submit_blocking(job(10 * i)?)).collect::<Result<_, _>>()?;
+    let mut normal = Vec::new();
+    for i in 0..4 {
+        normal.push(engine.submit_blocking(job(10 * i)?)?);
+    }
     // Its partitions overtake the queued normal-priority ones at every stage.
     let urgent = engine.submit_blocking(job(100)?.with_priority(2))?;
     let doomed = engine.submit_blocking(job(200)?)?;
 
     // 4. Cancel: the job ends with JobError::Cancelled and its memory is released.
-    doomed.cancel_blocking();
+    // A `Canceller` can be cloned and handed to another thread or task.
+    doomed.canceller().cancel_blocking();
 
     // 5. Status: per-stage queues and workers, the host budget, job counters.
     let snap = engine.snapshot_blocking();

@@ -4,6 +4,8 @@
 #   PHASES  "tests bench"      TEST_LOG2 "10,14,18,20"   BIG_LOG2 "20"
 #   BENCH   "20:10 22:10"      (log2:count pairs)        DENSITY "1.0:1.0"
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
+#   PHASES may add "porep" (2KiB C1 stream: POREP_COUNT proofs, verify_seal) and
+#   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices)
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/cuzk-out}
@@ -38,7 +40,7 @@ if [[ " $PHASES " == *" bench "* ]]; then
             say "srs gen 2^$K: $(( ($(date +%s%N) - t) / 1000000 )) ms rc=$?"
         fi
         timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$GPUCFG" --log2 "$K" --count "$N" --a-density "$AD" --b-density "$BD" --params "$P" --seed 1 \
-            > "$OUT/bench-cuzk-$K.log" 2>&1
+            --trace "$OUT/trace-$K.json" --plot "$OUT/utilization-$K.svg" > "$OUT/bench-cuzk-$K.log" 2>&1
         say "cuzk 2^$K x$N: $(grep -E '^cuzk' "$OUT/bench-cuzk-$K.log")"
         grep -E "^bottleneck" "$OUT/bench-cuzk-$K.log" | tee -a "$summary"
         if [ "${BASELINE:-1}" = 1 ] && [ -x "$D/supraseal-bench" ]; then
@@ -47,5 +49,32 @@ if [[ " $PHASES " == *" bench "* ]]; then
         fi
     done
 fi
+if [[ " $PHASES " == *" porep "* ]]; then
+    FP=/tmp/cuzk-fparams C1=/tmp/cuzk-c1
+    "$D/cuzk" srs gen --porep 2KiB --cache "$FP" --seed 1 > "$OUT/porep-gen.log" 2>&1
+    "$D/cuzk" gen-c1 --sector-size 2KiB --seed 1 --out "$C1" > "$OUT/porep-c1.log" 2>&1
+    P=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
+    S=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
+    timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" prove --config "$GPUCFG" --c1 "$C1/c1.json" --prover-id "$P" --sector-id "$S" \
+        --param-cache "$FP" --count "${POREP_COUNT:-20}" --seed 1 --verify > "$OUT/porep-cuzk.log" 2>&1
+    say "porep 2KiB x${POREP_COUNT:-20} rc=$?: $(grep -E '^cuzk|^wall|^verify' "$OUT/porep-cuzk.log" | tr '\n' ' ')"
+fi
+
+if [[ " $PHASES " == *" multi "* ]]; then
+    for pair in ${MULTI:-22:30}; do
+        IFS=: read -r K N <<< "$pair"
+        P=/tmp/cuzk-params/syn-$K-1.0-1.0.params
+        [ -f "$P" ] || "$D/cuzk" srs gen --synthetic "$K" --seed 7 --out "$P" > "$OUT/gen-$K.log" 2>&1
+        for devs in "[0]" "[]"; do
+            C="$OUT/multi-$K-${#devs}.toml"
+            printf '[backend]\nkind = "gpu"\ndevices = %s\n[prepare_msm]\nworkers = 4\nqueue_capacity = 4\n' "$devs" > "$C"
+            timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$C" --log2 "$K" --count "$N" --params "$P" --seed 1 \
+                > "$OUT/multi-$K-devices$devs.log" 2>&1
+            say "devices=$devs 2^$K x$N: $(grep -E '^cuzk' "$OUT/multi-$K-devices$devs.log")"
+            grep -E "^bottleneck" "$OUT/multi-$K-devices$devs.log" | tee -a "$summary"
+        done
+    done
+fi
+
 echo "== summary =="
 cat "$summary"

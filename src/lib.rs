@@ -24,6 +24,7 @@
 //! ```
 
 pub mod bench;
+pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod logging;

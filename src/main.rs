@@ -39,8 +39,9 @@ enum Cmd {
     },
     /// Prove synthetic circuits through the pipeline.
     Prove(ProveArgs),
-    /// Benchmark the pipeline on a stream of synthetic proofs and report the bottleneck.
-    Bench(BenchArgs),
+    /// Benchmark the pipeline on a stream of synthetic proofs and report the bottleneck;
+    /// `bench batch` drives a running daemon, `bench sweep` tries worker counts.
+    Bench(Box<BenchCmd>),
     /// Seal random data with filecoin-proofs and write its C1 output (test fixture).
     GenC1(GenC1Args),
     /// Serve the cuzk.v1 gRPC API and Prometheus metrics until SIGINT/SIGTERM.
@@ -194,6 +195,71 @@ enum Prover {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct BenchCmd {
+    #[command(subcommand)]
+    sub: Option<BenchSub>,
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+#[derive(Subcommand)]
+enum BenchSub {
+    /// COUNT proofs against a running daemon with CONCURRENCY in flight (the flags of
+    /// Curio's `cuzk-bench batch`); one line per proof and a summary.
+    Batch(BatchArgs),
+    /// The synthetic stream at every combination of synthesis workers and GPU workers
+    /// per device; prints the throughput table.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args)]
+struct BatchArgs {
+    /// Daemon address: "http://host:port", "host:port" or "unix:///path".
+    #[arg(long, short = 'a', default_value = "http://127.0.0.1:9820")]
+    addr: String,
+    /// Proof type: porep, or synthetic (cuzk daemons only).
+    #[arg(long = "type", short = 't', default_value = "porep")]
+    kind: String,
+    /// C1 output (JSON or the Lotus/Curio wrapper), for -t porep.
+    #[arg(long)]
+    c1: Option<PathBuf>,
+    /// Number of proofs.
+    #[arg(long, short = 'c', default_value_t = 3)]
+    count: usize,
+    /// Proofs in flight at once.
+    #[arg(long, short = 'j', default_value_t = 1)]
+    concurrency: usize,
+    /// Registered seal proof (Filecoin's numbering; 0 = taken from the C1 output).
+    #[arg(long, default_value_t = 0)]
+    registered_proof: u64,
+    /// Miner actor id (the prover id is derived from it as Lotus/Curio do).
+    #[arg(long, default_value_t = 1000)]
+    miner_id: u64,
+    /// Sector number.
+    #[arg(long, default_value_t = 1)]
+    sector_num: u64,
+    /// For -t synthetic: 2^K constraints.
+    #[arg(long, default_value_t = 14)]
+    log2: u32,
+    /// For -t synthetic: partitions per proof.
+    #[arg(long, default_value_t = 1)]
+    partitions: u32,
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    /// Synthesis worker counts to try.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    synth_workers: Vec<usize>,
+    /// GPU workers per device to try.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    gpu_workers: Vec<usize>,
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+#[derive(Args, Clone)]
 struct BenchArgs {
     /// Synthetic circuit size 2^K (default: [bench] log2).
     #[arg(long, value_name = "K")]
@@ -226,6 +292,12 @@ struct BenchArgs {
     /// Write the result as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Record the timeline and write it as Chrome trace JSON (open in Perfetto).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Write a plot of per-stage utilization over time (SVG).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 /// What one bench run reports (and `--compare` reads back from its children).
@@ -352,6 +424,7 @@ fn cmd_gen_c1(a: GenC1Args) -> Result<ExitCode> {
     let meta = serde_json::json!({
         "registered_proof": format!("{:?}", f.registered_proof),
         "prover_id": hex(&f.prover_id),
+        "miner_id": f.miner_id,
         "sector_id": f.sector_id,
         "ticket": hex(&f.ticket),
         "seed": hex(&f.seed),
@@ -416,45 +489,91 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
     let bytes = std::fs::read(c1_path).with_context(|| format!("reading {}", c1_path.display()))?;
     // filecoin-proofs finds parameters and verifying keys through this variable.
     std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
+    let count = a.count.max(1);
     let t = Instant::now();
-    let proof = if a.baseline {
-        let c1 = cuzk::synth::porep::parse_c1(&bytes, usize::MAX)?;
-        let out = filecoin_proofs_api::seal::seal_commit_phase2(
-            c1.output,
-            prover_id,
-            filecoin_proofs_api::SectorId::from(sector_id),
-        )?;
-        println!("filecoin-proofs seal_commit_phase2: {} bytes in {:.2} s", out.proof.len(), t.elapsed().as_secs_f64());
-        out.proof
+    // Completion time of each proof, to report the steady state after the first
+    // (which includes loading parameters).
+    let mut done = Vec::with_capacity(count);
+    let mut proofs = Vec::with_capacity(count);
+    if a.baseline {
+        for _ in 0..count {
+            let c1 = cuzk::synth::porep::parse_c1(&bytes, usize::MAX)?;
+            let out = filecoin_proofs_api::seal::seal_commit_phase2(
+                c1.output,
+                prover_id,
+                filecoin_proofs_api::SectorId::from(sector_id),
+            )?;
+            done.push(t.elapsed());
+            proofs.push(out.proof);
+        }
+        println!("filecoin-proofs seal_commit_phase2: {count} proof(s), {} bytes each", proofs[0].len());
     } else {
         let engine = Engine::start(engine_cfg.clone())?;
-        let mut job = cuzk::JobSpec::porep_c1(bytes.clone(), prover_id, sector_id);
-        if let Some(seed) = a.seed {
-            job = job.with_seed(seed);
+        // Submit from a thread: submission blocks on backpressure while results arrive.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (e2, b2, seed) = (engine.clone(), bytes.clone(), a.seed);
+        let submitter = std::thread::spawn(move || {
+            for i in 0..count {
+                let mut job = cuzk::JobSpec::porep_c1(b2.clone(), prover_id, sector_id);
+                if let Some(s) = seed {
+                    job = job.with_seed(s.wrapping_add(i as u64));
+                }
+                if tx.send(e2.submit_blocking(job)).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut partitions = 0;
+        let mut result = Ok(());
+        for h in rx {
+            match h.map_err(anyhow::Error::from).and_then(|h| h.wait_blocking().map_err(anyhow::Error::from)) {
+                Ok(out) => {
+                    done.push(t.elapsed());
+                    partitions = out.proofs.len();
+                    proofs.push(out.proof_bytes());
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
         }
-        let out = engine.submit_blocking(job)?.wait_blocking();
+        let _ = submitter.join();
         engine.shutdown();
-        let out = out?;
-        let proof = out.proof_bytes();
-        println!("cuzk: {} partitions, {} bytes, in {:.2} s", out.proofs.len(), proof.len(), t.elapsed().as_secs_f64());
-        proof
-    };
+        result?;
+        println!(
+            "cuzk ({}): {count} proof(s) of {partitions} partition(s), {} bytes each",
+            engine.backend(),
+            proofs[0].len()
+        );
+    }
+    let wall = t.elapsed().as_secs_f64();
+    print!("wall {wall:.2} s, {:.3} s/proof, first proof {:.2} s", wall / count as f64, done[0].as_secs_f64());
+    if count > 1 {
+        let steady = (done[count - 1] - done[0]).as_secs_f64() / (count - 1) as f64;
+        print!(", then {steady:.3} s/proof");
+    }
+    println!(", peak RSS {}", cuzk::bench::fmt_bytes(cuzk::bench::peak_rss_bytes().unwrap_or(0)));
+    let proof: Vec<u8> = proofs.concat();
     if let Some(p) = &a.out {
         std::fs::write(p, &proof).with_context(|| format!("writing {}", p.display()))?;
     }
     if a.verify {
         let c1 = cuzk::synth::porep::parse_c1(&bytes, usize::MAX)?;
         let o = &c1.output;
-        let ok = cuzk::synth::porep::verify_seal(
-            c1.registered_proof(),
-            o.comm_r,
-            o.comm_d,
-            prover_id,
-            sector_id,
-            o.ticket,
-            o.seed,
-            &proof,
-        )?;
+        let mut ok = true;
+        for p in &proofs {
+            ok &= cuzk::synth::porep::verify_seal(
+                c1.registered_proof(),
+                o.comm_r,
+                o.comm_d,
+                prover_id,
+                sector_id,
+                o.ticket,
+                o.seed,
+                p,
+            )?;
+        }
         println!("verify_seal: {}", if ok { "valid" } else { "INVALID" });
         if !ok {
             return Ok(ExitCode::FAILURE);
@@ -547,12 +666,15 @@ fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<E
     let srs = load_params(&params, cfg)?;
     let result = match a.prover {
         Prover::Cuzk => {
-            let engine = Engine::start(cfg.engine.clone())?;
+            let mut engine_cfg = cfg.engine.clone();
+            engine_cfg.timeline.enabled |= a.trace.is_some() || a.plot.is_some();
+            let engine = Engine::start(engine_cfg)?;
             let pb = progress(Some(count as u64), "proving");
             let outcome = bench::run_synthetic_stream(&engine, srs.clone(), spec, count, seed, || pb.inc(1));
             pb.finish_and_clear();
             let snap = engine.snapshot_blocking();
             engine.shutdown();
+            write_timeline(&engine, a.trace.as_deref(), a.plot.as_deref())?;
             let (verified, bad) = bench::verify_all(&srs.vk, &outcome);
             for x in &bad {
                 eprintln!("{x}");
@@ -625,6 +747,123 @@ fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<E
         std::fs::write(j, serde_json::to_vec_pretty(&result)?)?;
     }
     Ok(if result.verified == count { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Writes the engine's recorded timeline (Chrome trace JSON) and utilization plot.
+fn write_timeline(engine: &Engine, trace: Option<&Path>, plot: Option<&Path>) -> Result<()> {
+    let tl = engine.timeline();
+    if let Some(f) = trace {
+        std::fs::write(f, tl.chrome_trace()).with_context(|| format!("writing {}", f.display()))?;
+        println!("timeline: {} spans → {} (open in https://ui.perfetto.dev)", tl.spans().len(), f.display());
+    }
+    if let Some(f) = plot {
+        let svg = cuzk::actors::timeline::utilization_svg(&tl.utilization(120));
+        std::fs::write(f, svg).with_context(|| format!("writing {}", f.display()))?;
+        println!("utilization plot → {}", f.display());
+    }
+    Ok(())
+}
+
+fn cmd_bench_batch(a: BatchArgs) -> Result<ExitCode> {
+    use cuzk::client::{run_batch, BatchJob};
+    let job = match a.kind.to_ascii_lowercase().as_str() {
+        "porep" | "porep-c2" | "seal-commit" => {
+            let path = a.c1.as_ref().context("-t porep needs --c1 FILE")?;
+            let c1 = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let registered_proof = if a.registered_proof != 0 {
+                a.registered_proof
+            } else {
+                // What the daemon will check it against: the proof inside the C1 output.
+                let parsed = cuzk::synth::porep::parse_c1(&c1, usize::MAX)?;
+                cuzk::synth::porep::proof_number(parsed.registered_proof())
+            };
+            BatchJob::Porep { c1, registered_proof, miner_id: a.miner_id, sector_num: a.sector_num }
+        }
+        "synthetic" => BatchJob::Synthetic {
+            log2: a.log2,
+            public_inputs: 2,
+            a_density: 1.0,
+            b_density: 1.0,
+            partitions: a.partitions,
+        },
+        "snap" | "wpost" | "winning" => bail!("-t {}: this cuzk proves porep (and synthetic) only", a.kind),
+        other => bail!("unknown proof type `{other}`: use porep or synthetic"),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let summary = rt.block_on(run_batch(&a.addr, job, a.count, a.concurrency, |p| match &p.error {
+        None => println!(
+            "proof {:>3}: wall {:.2} s, prove {:.2} s, queue {:.2} s, {} bytes",
+            p.index,
+            p.wall.as_secs_f64(),
+            p.prove.as_secs_f64(),
+            p.queue.as_secs_f64(),
+            p.proof_bytes
+        ),
+        Some(e) => println!("proof {:>3}: FAILED after {:.2} s: {e}", p.index, p.wall.as_secs_f64()),
+    }))?;
+    println!("{}", summary.report());
+    Ok(if summary.ok() == a.count { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn cmd_bench_sweep(cfg: &Config, a: SweepArgs) -> Result<ExitCode> {
+    let b = &cfg.bench;
+    let log2 = a.args.log2.unwrap_or(b.log2);
+    let count = a.args.count.unwrap_or(b.count);
+    let seed = a.args.seed.unwrap_or(b.seed);
+    let spec = SyntheticSpec {
+        constraints: 1usize.checked_shl(log2).filter(|_| log2 <= 32).context("--log2 at most 32")?,
+        public_inputs: a.args.public_inputs.unwrap_or(b.public_inputs),
+        a_density: a.args.a_density.unwrap_or(b.a_density),
+        b_density: a.args.b_density.unwrap_or(b.b_density),
+    };
+    spec.validate()?;
+    if a.synth_workers.contains(&0) || a.gpu_workers.contains(&0) {
+        bail!("worker counts must be at least 1");
+    }
+    let params = match &a.args.params {
+        Some(p) => p.clone(),
+        None => {
+            let p = cfg.srs.cache_dir().join(format!(
+                "synthetic-{}-{}-{}-{}.params",
+                spec.constraints, spec.public_inputs, spec.a_density, spec.b_density
+            ));
+            if !p.exists() {
+                generate(spec, None, &p, Generator::Cuzk)?;
+            }
+            p
+        }
+    };
+    let srs = load_params(&params, cfg)?;
+    println!("sweep: {count} proofs of 2^{log2} constraints per setting");
+    println!(
+        "{:>13} {:>11} {:>9} {:>11} {:>12} {:>8}  bottleneck",
+        "synth_workers", "gpu_workers", "s/proof", "proofs/min", "peak budget", "verified"
+    );
+    let mut all_ok = true;
+    for &sw in &a.synth_workers {
+        for &gw in &a.gpu_workers {
+            let mut ec = cfg.engine.clone();
+            ec.synthesize.max_concurrency = sw;
+            ec.prove_gpu.workers_per_device = gw;
+            let engine = Engine::start(ec)?;
+            let outcome = bench::run_synthetic_stream(&engine, srs.clone(), spec, count, seed, || {});
+            let snap = engine.snapshot_blocking();
+            engine.shutdown();
+            let (verified, _) = bench::verify_all(&srs.vk, &outcome);
+            all_ok &= verified == count;
+            let wall = outcome.wall.as_secs_f64();
+            let v = bench::verdict(&snap, outcome.wall).map(|v| format!("{} {:.0}%", v.stage, v.utilization * 100.0));
+            println!(
+                "{sw:>13} {gw:>11} {:>9.3} {:>11.1} {:>12} {:>8}  {}",
+                wall / count as f64,
+                count as f64 * 60.0 / wall,
+                bench::fmt_bytes(snap.host_budget.peak),
+                format!("{verified}/{count}"),
+                v.unwrap_or_default()
+            );
+        }
+    }
+    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Runs both provers as child processes (so each one's peak RSS is its own).
@@ -755,7 +994,11 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Srs { cmd } => cmd_srs(&cfg, cmd),
         Cmd::Prove(a) => cmd_prove(&cfg, a),
-        Cmd::Bench(a) => cmd_bench(&cfg, cli.config.as_deref(), a),
+        Cmd::Bench(b) => match *b {
+            BenchCmd { sub: None, args } => cmd_bench(&cfg, cli.config.as_deref(), args),
+            BenchCmd { sub: Some(BenchSub::Batch(a)), .. } => cmd_bench_batch(a),
+            BenchCmd { sub: Some(BenchSub::Sweep(a)), .. } => cmd_bench_sweep(&cfg, a),
+        },
         Cmd::GenC1(a) => cmd_gen_c1(a),
         Cmd::Daemon => cuzk::daemon::run_until_signal(cfg.daemon.clone(), cfg.engine.clone())
             .map(|()| ExitCode::SUCCESS)

@@ -25,6 +25,7 @@ pub struct Config {
     pub prove_gpu: ProveGpuConfig,
     pub assemble: AssembleConfig,
     pub verify: VerifyConfig,
+    pub timeline: TimelineConfig,
 }
 
 /// The top-level sections [`Config`] reads.
@@ -39,6 +40,7 @@ pub const SECTIONS: &[&str] = &[
     "prove_gpu",
     "assemble",
     "verify",
+    "timeline",
 ];
 
 impl Config {
@@ -103,6 +105,23 @@ pub struct TrackerConfig {
 impl Default for TrackerConfig {
     fn default() -> Self {
         TrackerConfig { mailbox_capacity: 64 }
+    }
+}
+
+/// `[timeline]`: per-item spans of every stage, exportable as Chrome trace JSON.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimelineConfig {
+    /// Record from the start (`cuzk bench --trace` and the daemon's SetTimeline turn it
+    /// on at run time too).
+    pub enabled: bool,
+    /// Spans kept; the oldest are dropped beyond this (about 100 bytes each).
+    pub max_events: usize,
+}
+
+impl Default for TimelineConfig {
+    fn default() -> Self {
+        TimelineConfig { enabled: false, max_events: 200_000 }
     }
 }
 

@@ -25,6 +25,7 @@ use crate::{
     metrics::StageSnapshot,
     prove_gpu::select_backend,
     runtime::{StageActor, StageControl, WorkItem},
+    timeline::Timeline,
     topology,
     tracker::{Cancel, Counts, FailAll, JobCounts, JobResult, JobTracker, Register},
 };
@@ -42,6 +43,7 @@ struct Inner {
     stages: Vec<Arc<dyn StageControl>>,
     next_id: AtomicU64,
     started: Instant,
+    timeline: Arc<Timeline>,
     backend: &'static str,
     running: Mutex<Option<Running>>,
 }
@@ -132,12 +134,14 @@ impl Engine {
         let backend = select_backend(&cfg.backend)?;
         let backend_name = backend.backend.name();
         let started = Instant::now();
+        let timeline = Arc::new(Timeline::new(started, cfg.timeline.enabled, cfg.timeline.max_events));
+        let tl = timeline.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cuzk-engine".into())
             .spawn(move || {
                 let sys = System::new();
-                let built = sys.block_on(async { topology::build(&cfg, backend, started) });
+                let built = sys.block_on(async { topology::build(&cfg, backend, tl) });
                 let ok = built.is_ok();
                 let _ = tx.send(built.map(|t| (t, System::current())));
                 if ok {
@@ -158,6 +162,7 @@ impl Engine {
                 stages: topo.stages,
                 next_id: AtomicU64::new(1),
                 started,
+                timeline,
                 backend: backend_name,
                 running: Mutex::new(Some(Running { system, thread })),
             }),
@@ -167,6 +172,11 @@ impl Engine {
     /// Filecoin parameters loaded by Ingest (preload, evict, status).
     pub fn params(&self) -> &Arc<crate::ingest::ParamCache> {
         &self.inner.params
+    }
+
+    /// The timeline recorder: enable it, export Chrome trace JSON, plot utilization.
+    pub fn timeline(&self) -> &Arc<Timeline> {
+        &self.inner.timeline
     }
 
     /// The backend in use ("cpu" or "cuda").

@@ -28,6 +28,7 @@ mod error;
 mod job;
 pub mod metrics;
 pub mod runtime;
+pub mod timeline;
 pub mod topology;
 pub mod tracker;
 

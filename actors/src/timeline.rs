@@ -170,7 +170,10 @@ fn chrome_trace(spans: &[Span], dropped: u64) -> String {
         let _ = out.write_fmt(body);
         out.push('\n');
     };
-    event(&mut out, format_args!("{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{{\"name\":\"jobs\"}}}}"));
+    event(
+        &mut out,
+        format_args!("{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{{\"name\":\"jobs\"}}}}"),
+    );
     for s in StageName::ALL {
         let pid = s.index() + 1;
         event(
@@ -179,7 +182,9 @@ fn chrome_trace(spans: &[Span], dropped: u64) -> String {
         );
         event(
             &mut out,
-            format_args!("{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{pid},\"args\":{{\"sort_index\":{pid}}}}}"),
+            format_args!(
+                "{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{pid},\"args\":{{\"sort_index\":{pid}}}}}"
+            ),
         );
     }
     for s in spans {
@@ -232,9 +237,7 @@ pub struct Utilization {
 
 fn utilization(spans: &[Span], buckets: usize) -> Utilization {
     let busy: Vec<&Span> = spans.iter().filter(|s| s.kind == SpanKind::Busy && s.stage.is_some()).collect();
-    let (Some(t0), Some(t1)) =
-        (busy.iter().map(|s| s.start).min(), busy.iter().map(|s| s.start + s.dur).max())
-    else {
+    let (Some(t0), Some(t1)) = (busy.iter().map(|s| s.start).min(), busy.iter().map(|s| s.start + s.dur).max()) else {
         return Utilization::default();
     };
     let buckets = buckets.max(1);
@@ -293,11 +296,7 @@ pub fn utilization_svg(u: &Utilization) -> String {
     for i in 0..=5 {
         let x = L + pw * f64::from(i) / 5.0;
         let t = (u.start.as_secs_f64() + total * f64::from(i) / 5.0).max(0.0);
-        let _ = writeln!(
-            s,
-            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{t:.1}s</text>",
-            20.0 + ph + 16.0
-        );
+        let _ = writeln!(s, "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{t:.1}s</text>", 20.0 + ph + 16.0);
     }
     for (k, (stage, workers, frac)) in u.stages.iter().enumerate() {
         let color = COLORS[k % COLORS.len()];

@@ -10,7 +10,7 @@
 //! next. Each stage actor runs on its own arbiter (thread); its heavy work runs on
 //! that arbiter's blocking pool.
 
-use std::{sync::Arc, time::Instant};
+use std::sync::Arc;
 
 use actix::prelude::*;
 
@@ -25,6 +25,7 @@ use crate::{
     runtime::{Stage, StageActor, StageControl, StageFactory, StageLimits, WorkItem},
     stage_pcie::StagePcie,
     synthesize::Synthesize,
+    timeline::Timeline,
     tracker::{JobTracker, SetStages},
     verify::Verify,
 };
@@ -49,7 +50,7 @@ struct Builder {
     stages: Vec<Arc<dyn StageControl>>,
     tracker: Addr<JobTracker>,
     budget: Addr<BudgetActor>,
-    epoch: Instant,
+    timeline: Arc<Timeline>,
 }
 
 impl Builder {
@@ -63,9 +64,16 @@ impl Builder {
         let arbiter = Arbiter::new();
         let factory: StageFactory<S> = Arc::new(move || Ok::<S, StageError>(make()));
         let budget = with_budget.then(|| self.budget.clone());
-        let (addr, control) =
-            StageActor::start(&arbiter.handle(), factory, limits, next, self.tracker.clone(), budget, self.epoch)
-                .map_err(|e| EngineError::Start(format!("stage {}: {e}", S::NAME)))?;
+        let (addr, control) = StageActor::start(
+            &arbiter.handle(),
+            factory,
+            limits,
+            next,
+            self.tracker.clone(),
+            budget,
+            self.timeline.clone(),
+        )
+        .map_err(|e| EngineError::Start(format!("stage {}: {e}", S::NAME)))?;
         self.arbiters.push(arbiter);
         self.stages.insert(0, control);
         Ok(addr)
@@ -76,7 +84,7 @@ impl Builder {
 ///
 /// # Errors
 /// [`EngineError`] when the host budget cannot be resolved or a stage cannot start.
-pub fn build(cfg: &Config, selected: SelectedBackend, epoch: Instant) -> Result<Topology, EngineError> {
+pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -> Result<Topology, EngineError> {
     let SelectedBackend { backend, devices } = selected;
     let host_bytes = cfg.budget.host_bytes().map_err(EngineError::Config)?;
     let host_ledger = Ledger::new("host", host_bytes);
@@ -85,16 +93,17 @@ pub fn build(cfg: &Config, selected: SelectedBackend, epoch: Instant) -> Result<
     let ledger = host_ledger.clone();
     let budget = BudgetActor::start_in_arbiter(&support.handle(), move |_| BudgetActor::new(ledger));
     let tracker_cap = cfg.tracker.mailbox_capacity;
+    let tl = timeline.clone();
     let tracker = JobTracker::start_in_arbiter(&support.handle(), move |ctx: &mut Context<JobTracker>| {
         ctx.set_mailbox_capacity(tracker_cap);
-        JobTracker::new()
+        JobTracker::new().with_timeline(tl)
     });
     let mut b = Builder {
         arbiters: vec![support],
         stages: Vec::new(),
         tracker: tracker.clone(),
         budget: budget.clone(),
-        epoch,
+        timeline,
     };
 
     let done: Recipient<WorkItem<PartitionProof>> = tracker.clone().recipient();

@@ -1,5 +1,7 @@
-//! A minimal HTTP/1.1 responder for `GET /metrics` (no framework needed for one
-//! read-only page); anything else gets 404.
+//! A minimal HTTP/1.1 responder for a few read-only pages (no framework needed):
+//! `GET /metrics` (Prometheus text), `GET /debug/timeline` (Chrome trace JSON of the
+//! recorded timeline) and `GET /debug/utilization.svg` (per-stage utilization plot);
+//! anything else gets 404.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::debug;
@@ -27,11 +29,28 @@ pub(super) async fn serve_metrics(listener: tokio::net::TcpListener, engine: Eng
             }
             let head = String::from_utf8_lossy(&buf[..n]);
             let first = head.lines().next().unwrap_or("");
-            let (status, ctype, body) = if first.starts_with("GET /metrics ") || first == "GET /metrics" {
-                let text = crate::metrics::render(&engine.snapshot().await);
-                ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
-            } else {
-                ("404 Not Found", "text/plain; charset=utf-8", "not found; try /metrics\n".to_string())
+            let path = first.strip_prefix("GET ").and_then(|r| r.split_whitespace().next()).unwrap_or("");
+            let (status, ctype, body) = match path {
+                "/metrics" => {
+                    let text = crate::metrics::render(&engine.snapshot().await);
+                    ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
+                }
+                "/debug/timeline" | "/debug/utilization.svg"
+                    if !engine.timeline().is_enabled() && engine.timeline().spans().is_empty() =>
+                {
+                    let msg = "the timeline is not recording: set [timeline] enabled = true, or call cuzk.ext.v1 SetTimeline\n";
+                    ("409 Conflict", "text/plain; charset=utf-8", msg.to_string())
+                }
+                "/debug/timeline" => ("200 OK", "application/json", engine.timeline().chrome_trace()),
+                "/debug/utilization.svg" => {
+                    let u = engine.timeline().utilization(120);
+                    ("200 OK", "image/svg+xml", cuzk_actors::timeline::utilization_svg(&u))
+                }
+                _ => (
+                    "404 Not Found",
+                    "text/plain; charset=utf-8",
+                    "not found; try /metrics, /debug/timeline, /debug/utilization.svg\n".to_string(),
+                ),
             };
             let resp = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

@@ -5,6 +5,7 @@
 //! addresses; [`Daemon::shutdown`] stops intake, lets jobs in flight finish for up to
 //! `shutdown_timeout_secs`, then ends the rest (each gets a terminal result).
 
+mod ext;
 mod http;
 mod service;
 
@@ -24,6 +25,12 @@ use crate::{actors::ByteSize, Engine, EngineConfig};
 pub mod proto {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("cuzk.v1");
+}
+
+/// The generated gRPC types of `proto/cuzk/ext/v1/ext.proto` (cuzk's own extensions).
+pub mod ext_proto {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("cuzk.ext.v1");
 }
 
 /// `[daemon]`.
@@ -135,7 +142,8 @@ impl Daemon {
         let metrics_listener = if cfg.metrics_listen.is_empty() { None } else { Some(bind(&cfg.metrics_listen)?) };
         let metrics = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
 
-        let svc = service::Service::new(engine.clone(), &cfg);
+        let svc = std::sync::Arc::new(service::Service::new(engine.clone(), &cfg));
+        let ext = ext::Ext::new(svc.clone());
         // gRPC's own limit sits a little above ours, so that a C1 just over the limit
         // gets our ResourceExhausted with sizes rather than the transport's error.
         let max = usize::try_from(cfg.max_message_bytes.0).unwrap_or(usize::MAX).saturating_add(64 << 10);
@@ -153,11 +161,17 @@ impl Daemon {
                             Err(e) => warn!(error = %e, "metrics endpoint disabled"),
                         }
                     }
-                    let server = tonic::transport::Server::builder().add_service(
-                        proto::proving_engine_server::ProvingEngineServer::new(svc)
-                            .max_decoding_message_size(max)
-                            .max_encoding_message_size(max),
-                    );
+                    let server = tonic::transport::Server::builder()
+                        .add_service(
+                            proto::proving_engine_server::ProvingEngineServer::from_arc(svc)
+                                .max_decoding_message_size(max)
+                                .max_encoding_message_size(max),
+                        )
+                        .add_service(
+                            ext_proto::engine_server::EngineServer::new(ext)
+                                .max_decoding_message_size(max)
+                                .max_encoding_message_size(max),
+                        );
                     let shutdown = async {
                         let _ = stop_rx.await;
                     };

@@ -20,17 +20,19 @@ use super::{
 use crate::{
     actors::{engine::Canceller, JobError, StageName},
     synth::porep::{self, PorepError, RegisteredSealProof},
-    Engine, JobOutput, JobSpec,
+    Engine, JobHandle, JobOutput, JobSpec, JobTimings,
 };
 
 struct Job {
     result: watch::Receiver<Option<proto::AwaitProofResponse>>,
     canceller: Canceller,
     finished: Arc<Mutex<Option<Instant>>>,
+    /// Per-stage timings once the job has produced its proof.
+    timings: Arc<Mutex<Option<JobTimings>>>,
 }
 
 pub(super) struct Service {
-    engine: Engine,
+    pub(super) engine: Engine,
     jobs: Mutex<HashMap<String, Job>>,
     by_request: Mutex<HashMap<String, String>>,
     max_input: usize,
@@ -43,7 +45,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// gRPC priority to engine priority (higher overtakes lower in every stage queue).
-fn priority(p: i32) -> i32 {
+pub(super) fn priority(p: i32) -> i32 {
     match proto::Priority::try_from(p) {
         Ok(proto::Priority::Low) => -1,
         Ok(proto::Priority::High) => 1,
@@ -119,7 +121,7 @@ impl Service {
     }
 
     /// Forgets jobs that finished more than `retention` ago.
-    fn expire(&self) {
+    pub(super) fn expire(&self) {
         let retention = self.retention;
         let mut jobs = lock(&self.jobs);
         let before = jobs.len();
@@ -197,22 +199,42 @@ impl Service {
         let prover_id = porep::prover_id_from_actor(req.miner_id);
         let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
         let handle = self.engine.submit(spec).await.map_err(|e| Status::unavailable(e.to_string()))?;
-        let job_id = handle.id().to_string();
+        let job_id = self.register(handle, &req.request_id);
         info!(job = %job_id, sector = req.sector_number, miner = req.miner_id, proof = ?proof, "proof submitted");
+        Ok(job_id)
+    }
+
+    /// Makes a submitted job visible to AwaitProof / CancelProof (and, with a
+    /// request id, to idempotent resubmission); returns its id.
+    pub(super) fn register(&self, handle: JobHandle, request_id: &str) -> String {
+        let job_id = handle.id().to_string();
         let (tx, rx) = watch::channel(None);
         let finished = Arc::new(Mutex::new(None));
+        let timings = Arc::new(Mutex::new(None));
         let canceller = handle.canceller();
-        let (id2, fin2) = (job_id.clone(), finished.clone());
+        let (id2, fin2, tim2) = (job_id.clone(), finished.clone(), timings.clone());
         tokio::spawn(async move {
             let r = handle.wait().await;
+            if let Ok(out) = &r {
+                *lock(&tim2) = Some(out.timings.clone());
+            }
             *lock(&fin2) = Some(Instant::now());
             let _ = tx.send(Some(to_response(&id2, r)));
         });
-        lock(&self.jobs).insert(job_id.clone(), Job { result: rx, canceller, finished });
-        if !req.request_id.is_empty() {
-            lock(&self.by_request).insert(req.request_id, job_id.clone());
+        lock(&self.jobs).insert(job_id.clone(), Job { result: rx, canceller, finished, timings });
+        if !request_id.is_empty() {
+            lock(&self.by_request).insert(request_id.to_string(), job_id.clone());
         }
-        Ok(job_id)
+        job_id
+    }
+
+    /// A job's state for cuzk.ext.v1: (finished, timings if it produced a proof).
+    pub(super) fn job_timings(&self, job_id: &str) -> Result<(bool, Option<JobTimings>), Status> {
+        let jobs = lock(&self.jobs);
+        let j = jobs.get(job_id).ok_or_else(|| Status::not_found(format!("no job `{job_id}`")))?;
+        let finished = lock(&j.finished).is_some();
+        let timings = lock(&j.timings).clone();
+        Ok((finished, timings))
     }
 
     async fn await_job(&self, job_id: &str, timeout_ms: u64) -> Result<proto::AwaitProofResponse, Status> {

@@ -454,12 +454,12 @@ pub fn prover_id_from_actor(actor_id: u64) -> [u8; 32] {
     }
 }
 
-/// The registered seal proof with filecoin-ffi's numeric id (`abi.RegisteredSealProof`):
-/// 0-4 v1, 5-9 v1.1, 10-14 v1.1 synthetic PoRep, 15-19 v1.2 non-interactive, each in
-/// the order 2KiB, 8MiB, 512MiB, 32GiB, 64GiB.
-pub fn proof_from_number(n: u64) -> Option<RegisteredSealProof> {
+/// filecoin-ffi's numbering (`abi.RegisteredSealProof`): 0-4 v1, 5-9 v1.1, 10-14 v1.1
+/// synthetic PoRep, 15-19 v1.2 non-interactive, each in the order 2KiB, 8MiB, 512MiB,
+/// 32GiB, 64GiB.
+const SEAL_PROOFS: [RegisteredSealProof; 20] = {
     use RegisteredSealProof::*;
-    const ALL: [RegisteredSealProof; 20] = [
+    [
         StackedDrg2KiBV1,
         StackedDrg8MiBV1,
         StackedDrg512MiBV1,
@@ -480,8 +480,17 @@ pub fn proof_from_number(n: u64) -> Option<RegisteredSealProof> {
         StackedDrg512MiBV1_2_Feat_NonInteractivePoRep,
         StackedDrg32GiBV1_2_Feat_NonInteractivePoRep,
         StackedDrg64GiBV1_2_Feat_NonInteractivePoRep,
-    ];
-    ALL.get(usize::try_from(n).ok()?).copied()
+    ]
+};
+
+/// The registered seal proof with filecoin-ffi's numeric id.
+pub fn proof_from_number(n: u64) -> Option<RegisteredSealProof> {
+    SEAL_PROOFS.get(usize::try_from(n).ok()?).copied()
+}
+
+/// filecoin-ffi's numeric id of a registered seal proof (inverse of [`proof_from_number`]).
+pub fn proof_number(p: RegisteredSealProof) -> u64 {
+    SEAL_PROOFS.iter().position(|&q| q == p).map_or(u64::MAX, |i| i as u64)
 }
 
 /// Parses a sector size as operators write it ("2KiB", "32GiB", or bytes) into the

@@ -33,6 +33,7 @@ use crate::{
     error::StageError,
     job::{FaultKind, JobContext, JobId, JobTimings, StageName},
     metrics::StageMetrics,
+    timeline::Timeline,
     tracker::{JobTracker, PartitionFailed},
 };
 pub use queue::StageQueue;
@@ -124,6 +125,7 @@ struct Shared<S: Stage> {
     budget: Option<Addr<BudgetActor>>,
     metrics: Arc<StageMetrics>,
     limits: StageLimits,
+    timeline: Arc<Timeline>,
 }
 
 impl<S: Stage> Shared<S> {
@@ -186,10 +188,10 @@ impl<S: Stage> StageActor<S> {
         next: Recipient<WorkItem<S::Out>>,
         tracker: Addr<JobTracker>,
         budget: Option<Addr<BudgetActor>>,
-        epoch: Instant,
+        timeline: Arc<Timeline>,
     ) -> Result<(Addr<Self>, Arc<dyn StageControl>), StageError> {
         let stage = factory()?;
-        let metrics = Arc::new(StageMetrics::new(S::NAME, limits.workers, limits.queue_capacity, epoch));
+        let metrics = Arc::new(StageMetrics::new(S::NAME, limits.workers, limits.queue_capacity, timeline.epoch()));
         let shared = Arc::new(Shared {
             stage: RwLock::new(Arc::new(stage)),
             factory,
@@ -199,6 +201,7 @@ impl<S: Stage> StageActor<S> {
             budget,
             metrics,
             limits,
+            timeline,
         });
         let control: Arc<dyn StageControl> = shared.clone();
         let addr = Supervisor::start_in_arbiter(arbiter, move |ctx: &mut Context<Self>| {
@@ -291,6 +294,21 @@ async fn fail<S: Stage>(shared: &Shared<S>, job: JobId, partition: u32, error: S
     let _ = shared.tracker.send(PartitionFailed { job, partition, stage: S::NAME, error }).await;
 }
 
+/// Operation time in `after` beyond `before` (ops are accumulated by name).
+fn ops_added(
+    before: &[(&'static str, std::time::Duration)],
+    after: &[(&'static str, std::time::Duration)],
+) -> Vec<(&'static str, std::time::Duration)> {
+    after
+        .iter()
+        .map(|&(name, d)| {
+            let prev = before.iter().find(|(n, _)| *n == name).map(|(_, d)| *d).unwrap_or_default();
+            (name, d.saturating_sub(prev))
+        })
+        .filter(|(_, d)| !d.is_zero())
+        .collect()
+}
+
 /// One worker: pops, reserves, processes on a blocking thread, forwards.
 async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>>, worker: usize) {
     let m = shared.metrics.clone();
@@ -347,6 +365,8 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
         let started = Instant::now();
         m.work_started(started);
         let fault = item.job.fault_for(S::NAME, partition);
+        // The timeline shows the backend operations this stage adds to the trace.
+        let ops_before = if shared.timeline.is_enabled() { Some(item.trace.ops.clone()) } else { None };
         let work_span = span.clone();
         let result = actix_rt::task::spawn_blocking(move || {
             let _e = work_span.enter();
@@ -386,6 +406,10 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
             }
         };
         m.completed.fetch_add(1, Relaxed);
+        if let Some(before) = ops_before {
+            let ops = outputs.first().map(|o| ops_added(&before, &o.trace.ops)).unwrap_or_default();
+            shared.timeline.record_stage(S::NAME, worker, job.0, partition, started, busy, &ops);
+        }
         let share = busy / outputs.len().max(1) as u32;
         for mut out in outputs {
             if out.job.cancel.is_cancelled() {

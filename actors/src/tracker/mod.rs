@@ -15,6 +15,7 @@ use crate::{
     error::{JobError, StageError},
     job::{JobContext, JobId, JobOutput, JobTimings, StageName},
     runtime::{StageControl, WorkItem},
+    timeline::Timeline,
 };
 
 /// A job's terminal result.
@@ -43,12 +44,19 @@ pub struct JobTracker {
     jobs: HashMap<JobId, Entry>,
     stages: Vec<Arc<dyn StageControl>>,
     counts: JobCounts,
+    timeline: Option<Arc<Timeline>>,
 }
 
 impl JobTracker {
     /// An empty tracker.
     pub fn new() -> Self {
-        JobTracker { jobs: HashMap::new(), stages: Vec::new(), counts: JobCounts::default() }
+        JobTracker { jobs: HashMap::new(), stages: Vec::new(), counts: JobCounts::default(), timeline: None }
+    }
+
+    /// Records every job's span (submission to result) on `timeline`.
+    pub fn with_timeline(mut self, timeline: Arc<Timeline>) -> Self {
+        self.timeline = Some(timeline);
+        self
     }
 
     fn finish(&mut self, id: JobId, result: JobResult) {
@@ -58,6 +66,9 @@ impl JobTracker {
         e.ctx.cancel.cancel();
         for s in &self.stages {
             s.purge(id);
+        }
+        if let Some(t) = &self.timeline {
+            t.record_job(id.0, e.ctx.submitted, result.is_ok());
         }
         match &result {
             Ok(_) => self.counts.succeeded += 1,
