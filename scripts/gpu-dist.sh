@@ -25,7 +25,11 @@ for l in sys.stdin:
 done
 
 if [ "${WITH_BASELINE:-1}" = 1 ]; then
-    (cd bench/supraseal && cargo build --release)
+    # The baseline rarely changes and takes long to build: reuse it unless
+    # REBUILD_BASELINE=1.
+    if [ ! -x bench/supraseal/target/release/supraseal-bench ] || [ "${REBUILD_BASELINE:-0}" = 1 ]; then
+        (cd bench/supraseal && cargo build --release)
+    fi
     cp bench/supraseal/target/release/supraseal-bench "$out/"
 fi
 cp scripts/gpu-run.sh "$out/"

@@ -6,6 +6,7 @@
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
 #   PHASES may add "porep" (2KiB C1 stream: POREP_COUNT proofs, verify_seal) and
 #   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices)
+#   and "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/cuzk-out}
@@ -74,6 +75,21 @@ if [[ " $PHASES " == *" multi "* ]]; then
             grep -E "^bottleneck" "$OUT/multi-$K-devices$devs.log" | tee -a "$summary"
         done
     done
+fi
+
+if [[ " $PHASES " == *" daemon "* ]]; then
+    printf '[backend]\nkind = "gpu"\n[daemon]\nlisten = "127.0.0.1:9820"\nmetrics_listen = "127.0.0.1:9821"\n[timeline]\nenabled = true\n' > "$OUT/daemon.toml"
+    RUST_LOG=info "$D/cuzk" daemon --config "$OUT/daemon.toml" > "$OUT/daemon.log" 2>&1 & DPID=$!
+    sleep 3
+    "$D/cuzk" bench batch -t synthetic --log2 "${DAEMON_LOG2:-20}" -c "${DAEMON_COUNT:-20}" -j 8 > "$OUT/daemon-batch.log" 2>&1 &
+    BPID=$!
+    sleep "${DAEMON_SCRAPE_AFTER:-15}"
+    python3 -c "import urllib.request as u;print(u.urlopen('http://127.0.0.1:9821/metrics').read().decode())" > "$OUT/daemon-metrics.txt" 2>&1
+    wait $BPID
+    say "daemon batch: $(tail -1 "$OUT/daemon-batch.log")"
+    say "daemon gpu metrics: $(grep -E '^cuzk_gpu_(utilization|memory_used|pcie_rx|power)' "$OUT/daemon-metrics.txt" | tr '\n' ' ')"
+    python3 -c "import urllib.request as u;open('$OUT/daemon-timeline.json','wb').write(u.urlopen('http://127.0.0.1:9821/debug/timeline').read())"
+    kill -TERM $DPID; wait $DPID; say "daemon exit rc=$? after SIGTERM"
 fi
 
 echo "== summary =="

@@ -144,6 +144,27 @@ pub fn verdict(snap: &EngineSnapshot, wall: Duration) -> Option<Verdict> {
     let top = *active.first()?;
     let u = top.utilization(wall);
     let mut reason = format!("{} busy {:.0}% of the time across its {} worker(s)", top.stage, u * 100.0, top.workers);
+    // On a short stream the wall time includes filling and draining the pipeline;
+    // over the stage's own active window its busy share shows whether it was starved.
+    if !top.active_window.is_zero() && top.active_window < wall {
+        let active = top.busy.as_secs_f64() / (top.active_window.as_secs_f64() * top.workers.max(1) as f64);
+        let idle = wall.saturating_sub(top.active_window).as_secs_f64();
+        reason += &format!(
+            " ({:.0}% of its active window; it had no work for {idle:.1} s of the run: pipeline fill and drain)",
+            active.min(1.0) * 100.0
+        );
+        if active < 0.9 {
+            // Starved while active: name the busiest stage before it.
+            if let Some(up) = snap
+                .stages
+                .iter()
+                .filter(|s| s.stage.index() < top.stage.index() && s.received > 0)
+                .max_by(|a, b| a.utilization(wall).total_cmp(&b.utilization(wall)))
+            {
+                reason += &format!("; idle {:.0}% while active: waiting on {}", (1.0 - active) * 100.0, up.stage);
+            }
+        }
+    }
     if let Some(next) = active.get(1) {
         reason += &format!("; next busiest: {} at {:.0}%", next.stage, next.utilization(wall) * 100.0);
     }

@@ -10,6 +10,94 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// One GPU as NVML reports it now; fields the device does not report are `None`.
+#[derive(Clone, Debug, Default)]
+pub struct GpuSample {
+    pub index: u32,
+    pub name: String,
+    pub utilization: Option<f64>,
+    pub memory_used: Option<u64>,
+    pub memory_total: Option<u64>,
+    pub pcie_rx_bytes_per_second: Option<u64>,
+    pub pcie_tx_bytes_per_second: Option<u64>,
+    pub temperature_celsius: Option<u32>,
+    pub power_watts: Option<f64>,
+}
+
+fn nvml() -> Option<&'static nvml_wrapper::Nvml> {
+    static NVML: std::sync::OnceLock<Option<nvml_wrapper::Nvml>> = std::sync::OnceLock::new();
+    NVML.get_or_init(|| match nvml_wrapper::Nvml::init() {
+        Ok(n) => Some(n),
+        Err(e) => {
+            tracing::debug!(error = %e, "NVML not available: no GPU metrics");
+            None
+        }
+    })
+    .as_ref()
+}
+
+/// Samples every GPU through NVML (empty without the NVIDIA driver). Blocks for
+/// NVML's PCIe sample (20 ms per direction and device): call it off async threads.
+pub fn gpus() -> Vec<GpuSample> {
+    use nvml_wrapper::enum_wrappers::device::{PcieUtilCounter, TemperatureSensor};
+    let Some(nvml) = nvml() else { return Vec::new() };
+    let n = nvml.device_count().unwrap_or(0);
+    (0..n)
+        .filter_map(|i| {
+            let d = nvml.device_by_index(i).ok()?;
+            let mem = d.memory_info().ok();
+            Some(GpuSample {
+                index: i,
+                name: d.name().unwrap_or_default(),
+                utilization: d.utilization_rates().ok().map(|u| f64::from(u.gpu) / 100.0),
+                memory_used: mem.as_ref().map(|m| m.used),
+                memory_total: mem.as_ref().map(|m| m.total),
+                // NVML reports KB/s.
+                pcie_rx_bytes_per_second: d.pcie_throughput(PcieUtilCounter::Receive).ok().map(|k| u64::from(k) * 1024),
+                pcie_tx_bytes_per_second: d.pcie_throughput(PcieUtilCounter::Send).ok().map(|k| u64::from(k) * 1024),
+                temperature_celsius: d.temperature(TemperatureSensor::Gpu).ok(),
+                power_watts: d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0),
+            })
+        })
+        .collect()
+}
+
+fn render_gpus(o: &mut String, gpus: &[GpuSample]) {
+    if gpus.is_empty() {
+        return;
+    }
+    family(o, "cuzk_gpu_info", "gauge", "1 per GPU, with its name.");
+    for g in gpus {
+        let name = g.name.replace(['"', '\\', '\n'], " ");
+        let _ = writeln!(o, "cuzk_gpu_info{{gpu=\"{}\",name=\"{name}\"}} 1", g.index);
+    }
+    type Get = fn(&GpuSample) -> Option<f64>;
+    let fams: [(&str, &str, Get); 7] = [
+        ("cuzk_gpu_utilization_ratio", "Fraction of the last sample period a kernel ran.", |g| g.utilization),
+        ("cuzk_gpu_memory_used_bytes", "Device memory in use.", |g| g.memory_used.map(|v| v as f64)),
+        ("cuzk_gpu_memory_total_bytes", "Device memory installed.", |g| g.memory_total.map(|v| v as f64)),
+        ("cuzk_gpu_pcie_rx_bytes_per_second", "Host to device PCIe throughput.", |g| {
+            g.pcie_rx_bytes_per_second.map(|v| v as f64)
+        }),
+        ("cuzk_gpu_pcie_tx_bytes_per_second", "Device to host PCIe throughput.", |g| {
+            g.pcie_tx_bytes_per_second.map(|v| v as f64)
+        }),
+        ("cuzk_gpu_temperature_celsius", "GPU temperature.", |g| g.temperature_celsius.map(f64::from)),
+        ("cuzk_gpu_power_watts", "Board power draw.", |g| g.power_watts),
+    ];
+    for (name, help, get) in fams {
+        if gpus.iter().all(|g| get(g).is_none()) {
+            continue;
+        }
+        family(o, name, "gauge", help);
+        for g in gpus {
+            if let Some(v) = get(g) {
+                let _ = writeln!(o, "{name}{{gpu=\"{}\"}} {v}", g.index);
+            }
+        }
+    }
+}
+
 fn host_memory() -> Option<(u64, u64)> {
     let mut sys = sysinfo::System::new().ok()?;
     sys.refresh_memory();
@@ -22,7 +110,8 @@ fn rss() -> Option<u64> {
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
-/// Renders `snap` (plus process and host figures read now) in Prometheus text format.
+/// Renders `snap` (plus process, host and GPU figures read now) in Prometheus text
+/// format. Blocks for the GPU sample (see [`gpus`]).
 pub fn render(snap: &EngineSnapshot) -> String {
     let mut o = String::with_capacity(8 << 10);
     type Get = fn(&crate::actors::StageSnapshot) -> f64;
@@ -96,5 +185,6 @@ pub fn render(snap: &EngineSnapshot) -> String {
     let _ = writeln!(o, "cuzk_uptime_seconds {}", snap.uptime.as_secs_f64());
     family(&mut o, "cuzk_backend_info", "gauge", "The proving backend in use.");
     let _ = writeln!(o, "cuzk_backend_info{{backend=\"{}\"}} 1", snap.backend);
+    render_gpus(&mut o, &gpus());
     o
 }

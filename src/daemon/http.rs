@@ -32,7 +32,11 @@ pub(super) async fn serve_metrics(listener: tokio::net::TcpListener, engine: Eng
             let path = first.strip_prefix("GET ").and_then(|r| r.split_whitespace().next()).unwrap_or("");
             let (status, ctype, body) = match path {
                 "/metrics" => {
-                    let text = crate::metrics::render(&engine.snapshot().await);
+                    let snap = engine.snapshot().await;
+                    // Rendering samples the GPUs (NVML blocks for ~40 ms per device).
+                    let text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
+                        .await
+                        .unwrap_or_else(|e| format!("# metrics rendering failed: {e}\n"));
                     ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
                 }
                 "/debug/timeline" | "/debug/utilization.svg"

@@ -338,8 +338,21 @@ impl ProvingEngine for Service {
                 in_progress: u32::try_from(s.in_flight).unwrap_or(u32::MAX),
             })
             .collect();
+        let gpus = tokio::task::spawn_blocking(crate::metrics::gpus)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|g| proto::GpuStatus {
+                ordinal: g.index,
+                name: g.name,
+                vram_total_bytes: g.memory_total.unwrap_or(0),
+                vram_free_bytes: g.memory_total.unwrap_or(0).saturating_sub(g.memory_used.unwrap_or(0)),
+                current_job_id: String::new(),
+                current_proof_kind: String::new(),
+            })
+            .collect();
         Ok(Response::new(proto::GetStatusResponse {
-            gpus: Vec::new(),
+            gpus,
             loaded_srs,
             queues,
             total_proofs_completed: snap.jobs.succeeded,
@@ -354,7 +367,10 @@ impl ProvingEngine for Service {
         &self,
         _: Request<proto::GetMetricsRequest>,
     ) -> Result<Response<proto::GetMetricsResponse>, Status> {
-        let text = crate::metrics::render(&self.engine.snapshot().await);
+        let snap = self.engine.snapshot().await;
+        let text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
+            .await
+            .map_err(|e| Status::internal(format!("metrics: {e}")))?;
         Ok(Response::new(proto::GetMetricsResponse { prometheus_text: text }))
     }
 
