@@ -115,7 +115,7 @@ fn rss() -> Option<u64> {
 pub fn render(snap: &EngineSnapshot) -> String {
     let mut o = String::with_capacity(8 << 10);
     type Get = fn(&crate::actors::StageSnapshot) -> f64;
-    let stage_metrics: [(&str, &str, &str, Get); 15] = [
+    let stage_metrics: [(&str, &str, &str, Get); 18] = [
         ("cuzk_stage_received_total", "counter", "Items taken from the stage's mailbox.", |s| s.received as f64),
         ("cuzk_stage_completed_total", "counter", "Items processed successfully.", |s| s.completed as f64),
         ("cuzk_stage_emitted_total", "counter", "Items sent downstream.", |s| s.emitted as f64),
@@ -129,6 +129,11 @@ pub fn render(snap: &EngineSnapshot) -> String {
         }),
         ("cuzk_stage_budget_wait_seconds_total", "counter", "Time workers waited for memory.", |s| {
             s.budget_wait.as_secs_f64()
+        }),
+        ("cuzk_stage_queue_pushed_total", "counter", "Items pushed into the stage queue.", |s| s.pushed as f64),
+        ("cuzk_stage_queue_popped_total", "counter", "Items taken from the queue by a worker.", |s| s.popped as f64),
+        ("cuzk_stage_reserved_bytes_total", "counter", "Host memory the stage reserved from the budget.", |s| {
+            s.reserved_bytes as f64
         }),
         ("cuzk_stage_queue_length", "gauge", "Items queued now.", |s| s.queue_len as f64),
         ("cuzk_stage_queue_peak", "gauge", "Highest queue length seen.", |s| s.queue_peak as f64),

@@ -123,6 +123,13 @@ fn submit_await_cancel_status_metrics() {
         assert_eq!(m["cuzk_jobs_succeeded_total"], 1.0);
         assert_eq!(m["cuzk_jobs_cancelled_total"], 1.0);
         assert!(m["cuzk_stage_busy_seconds_total{stage=\"synthesize\"}"] > 0.0);
+        let q = |name: &str, stage: &str| m[&format!("cuzk_stage_{name}{{stage=\"{stage}\"}}")];
+        assert!(q("queue_pushed_total", "synthesize") >= 1.0);
+        assert_eq!(
+            q("queue_pushed_total", "prove_gpu"),
+            q("queue_popped_total", "prove_gpu") + q("queue_length", "prove_gpu")
+        );
+        assert!(q("reserved_bytes_total", "synthesize") > 0.0, "synthesis reserves host memory");
         assert!(m["cuzk_budget_capacity_bytes{budget=\"host\"}"] > 0.0);
         assert!(m["cuzk_budget_used_bytes{budget=\"host\"}"] > 0.0, "resident parameters are charged");
         assert!(m["cuzk_process_resident_memory_bytes"] > 0.0);

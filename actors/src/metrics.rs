@@ -30,6 +30,9 @@ pub struct StageMetrics {
     pub(crate) budget_wait_ns: AtomicU64,
     pub(crate) queue_len: AtomicU64,
     pub(crate) queue_peak: AtomicU64,
+    pub(crate) pushed: AtomicU64,
+    pub(crate) popped: AtomicU64,
+    pub(crate) reserved_bytes: AtomicU64,
     pub(crate) in_flight: AtomicU64,
     pub(crate) in_flight_peak: AtomicU64,
     /// ns since `epoch` of the first work start / last work end (+1 so 0 = never).
@@ -56,6 +59,9 @@ impl StageMetrics {
             budget_wait_ns: AtomicU64::new(0),
             queue_len: AtomicU64::new(0),
             queue_peak: AtomicU64::new(0),
+            pushed: AtomicU64::new(0),
+            popped: AtomicU64::new(0),
+            reserved_bytes: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             in_flight_peak: AtomicU64::new(0),
             first_start: AtomicU64::new(0),
@@ -106,6 +112,9 @@ impl StageMetrics {
             budget_wait: ns(&self.budget_wait_ns),
             queue_len: self.queue_len.load(Relaxed),
             queue_peak: self.queue_peak.load(Relaxed),
+            pushed: self.pushed.load(Relaxed),
+            popped: self.popped.load(Relaxed),
+            reserved_bytes: self.reserved_bytes.load(Relaxed),
             in_flight: self.in_flight.load(Relaxed),
             in_flight_peak: self.in_flight_peak.load(Relaxed),
             active_window: if first == 0 { Duration::ZERO } else { Duration::from_nanos(last.saturating_sub(first)) },
@@ -139,6 +148,11 @@ pub struct StageSnapshot {
     pub budget_wait: Duration,
     pub queue_len: u64,
     pub queue_peak: u64,
+    /// Items pushed into / popped from the stage queue.
+    pub pushed: u64,
+    pub popped: u64,
+    /// Host memory this stage reserved from the budget, summed over items.
+    pub reserved_bytes: u64,
     pub in_flight: u64,
     pub in_flight_peak: u64,
     /// From the first work started to the last work finished.

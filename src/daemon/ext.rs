@@ -28,17 +28,25 @@ pub(super) struct Ext {
     v1: Arc<Service>,
     /// Synthetic parameters by shape, generated on first use (deterministic seed).
     synthetic: Mutex<HashMap<String, Arc<ProvingKey>>>,
+    /// Held while generating, so that concurrent first requests for a shape wait for
+    /// one generation instead of each running their own.
+    generating: tokio::sync::Mutex<()>,
 }
 
 impl Ext {
     pub(super) fn new(v1: Arc<Service>) -> Self {
-        Ext { v1, synthetic: Mutex::new(HashMap::new()) }
+        Ext { v1, synthetic: Mutex::new(HashMap::new()), generating: tokio::sync::Mutex::new(()) }
     }
 
     async fn params_for(&self, spec: SyntheticSpec) -> Result<Arc<ProvingKey>, Status> {
         let key = format!("{}-{}-{}-{}", spec.constraints, spec.public_inputs, spec.a_density, spec.b_density);
-        if let Some(p) = self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(p.clone());
+        let cached = || self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        if let Some(p) = cached() {
+            return Ok(p);
+        }
+        let _generating = self.generating.lock().await;
+        if let Some(p) = cached() {
+            return Ok(p);
         }
         let t = std::time::Instant::now();
         let p = tokio::task::spawn_blocking(move || {
@@ -51,7 +59,7 @@ impl Ext {
         .map_err(|e| Status::internal(format!("parameter generation: {e}")))?;
         info!(constraints = spec.constraints, ms = t.elapsed().as_millis() as u64, "synthetic parameters generated");
         let p = Arc::new(p);
-        self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(p.clone());
+        self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
         Ok(p)
     }
 }

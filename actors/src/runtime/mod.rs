@@ -251,6 +251,7 @@ impl<S: Stage> Handler<WorkItem<S::In>> for StageActor<S> {
         let shared = self.shared.clone();
         let push = move |item: WorkItem<S::In>| {
             StageMetrics::gauge_up(&shared.metrics.queue_len, &shared.metrics.queue_peak);
+            shared.metrics.pushed.fetch_add(1, Relaxed);
             shared.queue.push(item.job.priority, item);
         };
         if self.shared.queue.has_space() {
@@ -314,6 +315,7 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
     let m = shared.metrics.clone();
     while let Some(mut item) = shared.queue.pop().await {
         StageMetrics::gauge_down(&m.queue_len);
+        m.popped.fetch_add(1, Relaxed);
         let waited = item.enqueued.elapsed();
         StageMetrics::add(&m.queue_wait_ns, waited);
         item.trace.stages[S::NAME.index()].queue_wait += waited;
@@ -346,10 +348,13 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
                     m.cancelled.fetch_add(1, Relaxed);
                     continue;
                 }
-                Some(Ok(Ok(r))) => match item.reservation.as_mut() {
-                    Some(held) => held.merge(r),
-                    None => item.reservation = Some(r),
-                },
+                Some(Ok(Ok(r))) => {
+                    m.reserved_bytes.fetch_add(bytes, Relaxed);
+                    match item.reservation.as_mut() {
+                        Some(held) => held.merge(r),
+                        None => item.reservation = Some(r),
+                    }
+                }
                 Some(Ok(Err(e))) => {
                     fail(&shared, job, partition, e.into()).await;
                     continue;
