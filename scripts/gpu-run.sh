@@ -6,7 +6,8 @@
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
 #   PHASES may add "porep" (2KiB C1 stream: POREP_COUNT proofs, verify_seal) and
 #   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices)
-#   and "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
+#   "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
+#   and "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/cuzk-out}
@@ -50,6 +51,19 @@ if [[ " $PHASES " == *" bench "* ]]; then
         fi
     done
 fi
+if [[ " $PHASES " == *" bg2cpu "* ]]; then
+    printf '[backend]\nkind = "gpu"\n[prepare_msm]\nb_g2 = "cpu"\n' > "$OUT/bg2cpu.toml"
+    for pair in ${BENCH:-22:10}; do
+        IFS=: read -r K N <<< "$pair"
+        P=/tmp/cuzk-params/syn-$K-1.0-1.0.params
+        [ -f "$P" ] || "$D/cuzk" srs gen --synthetic "$K" --seed 7 --out "$P" > "$OUT/gen-$K.log" 2>&1
+        timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$OUT/bg2cpu.toml" --log2 "$K" --count "$N" --params "$P" --seed 1 \
+            > "$OUT/bg2cpu-$K.log" 2>&1
+        say "b_g2=cpu 2^$K x$N: $(grep -E '^cuzk' "$OUT/bg2cpu-$K.log")"
+        grep -E "^bottleneck" "$OUT/bg2cpu-$K.log" | tee -a "$summary"
+    done
+fi
+
 if [[ " $PHASES " == *" porep "* ]]; then
     FP=/tmp/cuzk-fparams C1=/tmp/cuzk-c1
     "$D/cuzk" srs gen --porep 2KiB --cache "$FP" --seed 1 > "$OUT/porep-gen.log" 2>&1

@@ -186,6 +186,18 @@ pub fn render(snap: &EngineSnapshot) -> String {
         family(&mut o, "cuzk_host_total_memory_bytes", "gauge", "Memory installed on the host.");
         let _ = writeln!(o, "cuzk_host_total_memory_bytes {total}");
     }
+    if let Some(p) = &snap.pinned {
+        let pinned: [(&str, &str, &str, u64); 4] = [
+            ("cuzk_pinned_capacity_bytes", "gauge", "Bound of the pinned staging pool.", p.capacity),
+            ("cuzk_pinned_allocated_bytes", "gauge", "Pinned memory allocated (in use or idle).", p.allocated),
+            ("cuzk_pinned_used_bytes", "gauge", "Pinned memory held by staged partitions.", p.in_use),
+            ("cuzk_pinned_fallbacks_total", "counter", "Partitions staged from pageable memory.", p.fallbacks),
+        ];
+        for (name, kind, help, v) in pinned {
+            family(&mut o, name, kind, help);
+            let _ = writeln!(o, "{name} {v}");
+        }
+    }
     family(&mut o, "cuzk_uptime_seconds", "gauge", "Seconds since the engine started.");
     let _ = writeln!(o, "cuzk_uptime_seconds {}", snap.uptime.as_secs_f64());
     family(&mut o, "cuzk_backend_info", "gauge", "The proving backend in use.");

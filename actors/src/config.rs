@@ -151,6 +151,9 @@ pub struct BackendConfig {
     pub srs_resident: bool,
     /// Device memory kept free for MSM temporaries and other processes.
     pub vram_margin: ByteSize,
+    /// Bound of the pinned host memory StagePcie stages partitions in (uploads from it
+    /// run at full PCIe speed); 0 = stage from pageable memory.
+    pub pinned_memory: ByteSize,
 }
 
 impl Default for BackendConfig {
@@ -160,6 +163,7 @@ impl Default for BackendConfig {
             devices: Vec::new(),
             srs_resident: true,
             vram_margin: ByteSize(4 << 30),
+            pinned_memory: ByteSize(16 << 30),
         }
     }
 }

@@ -45,6 +45,7 @@ struct Inner {
     started: Instant,
     timeline: Arc<Timeline>,
     backend: &'static str,
+    backend_arc: Arc<dyn cuzk_gpu::Backend>,
     running: Mutex<Option<Running>>,
 }
 
@@ -121,6 +122,9 @@ pub struct EngineSnapshot {
     pub stages: Vec<StageSnapshot>,
     pub host_budget: BudgetSnapshot,
     pub jobs: JobCounts,
+    /// The backend's pinned staging pool (CUDA backend only).
+    #[serde(skip)]
+    pub pinned: Option<cuzk_gpu::pinned::PinnedStats>,
 }
 
 impl Engine {
@@ -133,6 +137,7 @@ impl Engine {
         cfg.validate()?;
         let backend = select_backend(&cfg.backend)?;
         let backend_name = backend.backend.name();
+        let backend_arc = backend.backend.clone();
         let started = Instant::now();
         let timeline = Arc::new(Timeline::new(started, cfg.timeline.enabled, cfg.timeline.max_events));
         let tl = timeline.clone();
@@ -164,6 +169,7 @@ impl Engine {
                 started,
                 timeline,
                 backend: backend_name,
+                backend_arc,
                 running: Mutex::new(Some(Running { system, thread })),
             }),
         })
@@ -177,6 +183,11 @@ impl Engine {
     /// The timeline recorder: enable it, export Chrome trace JSON, plot utilization.
     pub fn timeline(&self) -> &Arc<Timeline> {
         &self.inner.timeline
+    }
+
+    /// The pinned staging pool of the backend, if it has one.
+    pub fn pinned(&self) -> Option<cuzk_gpu::pinned::PinnedStats> {
+        self.inner.backend_arc.pinned_stats()
     }
 
     /// The backend in use ("cpu" or "cuda").
@@ -272,6 +283,7 @@ impl Engine {
             stages: self.stage_snapshots(),
             host_budget: self.inner.host_ledger.snapshot(),
             jobs,
+            pinned: self.pinned(),
         }
     }
 

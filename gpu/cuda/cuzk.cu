@@ -164,6 +164,23 @@ extern "C" void cuzk_ws_free(cuzk_ws* w)
     }
 }
 
+// ---------------------------------------------------------------- pinned host memory
+
+// Page-locked host memory for staging (portable: usable by every device). Uploads
+// from it run at full PCIe bandwidth (~55 GB/s on the H200 host vs ~7 GB/s pageable).
+extern "C" RustError cuzk_host_alloc(size_t bytes, void** out)
+{
+    *out = nullptr;
+    CUZK_TRY
+    CUDA_OK(cudaHostAlloc(out, bytes, cudaHostAllocPortable));
+    CUZK_CATCH
+}
+
+extern "C" void cuzk_host_free(void* p)
+{
+    if (p) (void)cudaFreeHost(p);
+}
+
 // ---------------------------------------------------------------- one partition
 
 struct cuzk_inputs {

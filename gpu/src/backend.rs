@@ -36,6 +36,8 @@ impl HostPartition {
 pub struct StagedPartition {
     pub(crate) backend: &'static str,
     pub(crate) host: HostPartition,
+    /// The CUDA backend's pinned copy of the host arrays (then emptied in `host`).
+    pub(crate) pinned: Option<crate::pinned::PinnedPartition>,
 }
 
 impl StagedPartition {
@@ -82,4 +84,9 @@ pub trait Backend: Send + Sync + 'static {
     /// [`GpuError::Shape`] when the partition does not fit `srs`; backend-specific
     /// failures otherwise.
     fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError>;
+
+    /// The pinned staging pool, for backends that have one.
+    fn pinned_stats(&self) -> Option<crate::pinned::PinnedStats> {
+        None
+    }
 }

@@ -34,11 +34,13 @@ pub struct CudaOptions {
     pub srs_resident: bool,
     /// Device memory left free for MSM temporaries and other processes.
     pub vram_margin: u64,
+    /// Bound of the pinned host staging pool; 0 = stage from pageable memory.
+    pub pinned_memory: u64,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions { devices: Vec::new(), srs_resident: true, vram_margin: 4 << 30 }
+        CudaOptions { devices: Vec::new(), srs_resident: true, vram_margin: 4 << 30, pinned_memory: 16 << 30 }
     }
 }
 
@@ -101,8 +103,9 @@ mod imp {
 
     use super::*;
     use crate::{
-        cpu::check_shapes,
+        cpu::check_counts,
         ffi::{self, cuda},
+        pinned::{PinnedPartition, PinnedPool, PinnedStats},
         Backend, HostPartition, MsmResults, StagedPartition,
     };
 
@@ -132,6 +135,7 @@ mod imp {
         devices: Vec<Device>,
         next: AtomicUsize,
         opts: CudaOptions,
+        pinned: Arc<PinnedPool>,
     }
 
     fn cuda_err(op: &'static str, dev: usize) -> impl Fn((i32, String)) -> GpuError {
@@ -176,7 +180,8 @@ mod imp {
                 info!(device = idx, name = %info.name, sms = info.sm_count, total_mem = info.total_mem, "gpu found");
                 devices.push(Device { info, state: Mutex::new(DeviceState::default()) });
             }
-            Ok(CudaBackend { devices, next: AtomicUsize::new(0), opts })
+            let pinned = PinnedPool::new(opts.pinned_memory);
+            Ok(CudaBackend { devices, next: AtomicUsize::new(0), opts, pinned })
         }
 
         /// Devices in use.
@@ -264,18 +269,65 @@ mod imp {
             "cuda"
         }
 
-        fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
-            // The host→device copy happens at the start of `execute`, on the device
-            // that runs the partition (see docs/gpu.md: pinned staging is next).
-            Ok(StagedPartition { backend: self.name(), host })
+        fn stage(&self, mut host: HostPartition) -> Result<StagedPartition, GpuError> {
+            // Copy into pinned memory here, on the CPU, so that the uploads inside
+            // `execute` run at full PCIe bandwidth; free the pageable arrays at once.
+            let counts = [
+                host.a.len(),
+                host.b.len(),
+                host.c.len(),
+                host.l_scalars.len(),
+                host.a_scalars.len(),
+                host.b_scalars.len(),
+            ];
+            let bytes = counts.iter().sum::<usize>() * 32;
+            let pinned = if self.opts.pinned_memory == 0 || bytes == 0 {
+                None
+            } else {
+                self.pinned.acquire(bytes).map(|buf| {
+                    let arrays = [
+                        (host.a.as_ptr() as *const u8, counts[0]),
+                        (host.b.as_ptr() as *const u8, counts[1]),
+                        (host.c.as_ptr() as *const u8, counts[2]),
+                        (host.l_scalars.as_ptr() as *const u8, counts[3]),
+                        (host.a_scalars.as_ptr() as *const u8, counts[4]),
+                        (host.b_scalars.as_ptr() as *const u8, counts[5]),
+                    ];
+                    PinnedPartition::fill(buf, arrays)
+                })
+            };
+            if pinned.is_some() {
+                host = HostPartition { domain_log2: host.domain_log2, ..HostPartition::default() };
+            }
+            Ok(StagedPartition { backend: self.name(), host, pinned })
+        }
+
+        fn pinned_stats(&self) -> Option<PinnedStats> {
+            Some(self.pinned.stats())
         }
 
         fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
             if staged.backend != self.name() {
                 return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
             }
-            let p = staged.host;
-            check_shapes(&p, srs)?;
+            let (p, pin) = (staged.host, staged.pinned);
+            // Pointers and counts of a, b, c and the three scalar vectors: from the
+            // pinned copy when there is one, else from the host arrays.
+            let (ptrs, counts): ([*const u8; 6], [usize; 6]) = match &pin {
+                Some(pp) => ([0, 1, 2, 3, 4, 5].map(|i| pp.ptr::<u8>(i)), [0, 1, 2, 3, 4, 5].map(|i| pp.count(i))),
+                None => (
+                    [
+                        p.a.as_ptr() as *const u8,
+                        p.b.as_ptr() as *const u8,
+                        p.c.as_ptr() as *const u8,
+                        p.l_scalars.as_ptr() as *const u8,
+                        p.a_scalars.as_ptr() as *const u8,
+                        p.b_scalars.as_ptr() as *const u8,
+                    ],
+                    [p.a.len(), p.b.len(), p.c.len(), p.l_scalars.len(), p.a_scalars.len(), p.b_scalars.len()],
+                ),
+            };
+            check_counts(counts, p.domain_log2, srs)?;
             let (dev, mut st) = self.acquire();
             let index = self.devices[dev].info.index;
             if st.ws.as_ref().is_none_or(|w| w.lg < p.domain_log2) {
@@ -284,18 +336,18 @@ mod imp {
             }
             let resident = self.ensure_resident(dev, &mut st, srs);
             let inputs = cuda::Inputs {
-                a: p.a.as_ptr(),
-                b: p.b.as_ptr(),
-                c: p.c.as_ptr(),
-                n: p.a.len(),
+                a: ptrs[0].cast(),
+                b: ptrs[1].cast(),
+                c: ptrs[2].cast(),
+                n: counts[0],
                 lg: p.domain_log2,
                 z_inv: z_inv(p.domain_log2),
-                l_s: p.l_scalars.as_ptr(),
-                nl: p.l_scalars.len(),
-                a_s: p.a_scalars.as_ptr(),
-                na: p.a_scalars.len(),
-                b_s: p.b_scalars.as_ptr(),
-                nb: p.b_scalars.len(),
+                l_s: ptrs[3].cast(),
+                nl: counts[3],
+                a_s: ptrs[4].cast(),
+                na: counts[4],
+                b_s: ptrs[5].cast(),
+                nb: counts[5],
                 with_b2: with_b_g2,
                 h_pts: srs.h.as_ptr(),
                 l_pts: srs.l.as_ptr(),

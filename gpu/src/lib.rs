@@ -19,6 +19,7 @@ pub mod cpu;
 pub mod cuda;
 mod error;
 mod ffi;
+pub mod pinned;
 
 pub use backend::{Backend, HostPartition, MsmResults, OpTimings, StagedPartition};
 pub use error::GpuError;

@@ -97,6 +97,10 @@ fn cuda_matches_cpu() {
         }
     };
     let streaming = CudaBackend::new(CudaOptions { srs_resident: false, ..Default::default() }).unwrap();
+    // Staging from pageable memory (no pool), and a pool too small for the larger
+    // partitions (those fall back to pageable memory).
+    let pageable = CudaBackend::new(CudaOptions { pinned_memory: 0, ..Default::default() }).unwrap();
+    let small_pool = CudaBackend::new(CudaOptions { pinned_memory: 64 << 20, ..Default::default() }).unwrap();
     let sizes = std::env::var("CUZK_GPU_TEST_LOG2").unwrap_or_else(|_| "8,12,15".into());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     for lg in sizes.split(',').map(|s| s.trim().parse::<u32>().unwrap()) {
@@ -115,7 +119,9 @@ fn cuda_matches_cpu() {
                 b_scalars: bytes(&scalars(nb, 6)),
             };
             let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
-            for (name, be) in [("resident", &gpu), ("streaming", &streaming)] {
+            let variants =
+                [("resident", &gpu), ("streaming", &streaming), ("pageable", &pageable), ("small pool", &small_pool)];
+            for (name, be) in variants {
                 let got = be.execute(be.stage(host.clone()).unwrap(), &srs, true).unwrap();
                 let ctx = format!("lg {lg} n {n} {name}");
                 assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {ctx}");
@@ -127,4 +133,10 @@ fn cuda_matches_cpu() {
             }
         }
     }
+    let (big, small) = (gpu.pinned_stats().unwrap(), small_pool.pinned_stats().unwrap());
+    eprintln!("pinned pools: default {big:?}, small {small:?}");
+    assert_eq!(big.fallbacks, 0, "the default pool holds every test partition");
+    assert_eq!(big.in_use, 0, "every staged partition returned its buffer");
+    assert!(small.allocated <= 64 << 20);
+    assert_eq!(pageable.pinned_stats().unwrap().allocated, 0);
 }

@@ -358,8 +358,8 @@ impl ProvingEngine for Service {
             total_proofs_completed: snap.jobs.succeeded,
             total_proofs_failed: snap.jobs.failed,
             uptime_seconds: self.started.elapsed().as_secs(),
-            pinned_memory_bytes: 0,
-            pinned_memory_limit_bytes: 0,
+            pinned_memory_bytes: snap.pinned.map_or(0, |p| p.in_use),
+            pinned_memory_limit_bytes: snap.pinned.map_or(0, |p| p.capacity),
         }))
     }
 

@@ -45,8 +45,12 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
         info!(backend = "cpu", reason = "configured", "backend selected");
         return Ok(cpu());
     }
-    let opts =
-        CudaOptions { devices: cfg.devices.clone(), srs_resident: cfg.srs_resident, vram_margin: cfg.vram_margin.0 };
+    let opts = CudaOptions {
+        devices: cfg.devices.clone(),
+        srs_resident: cfg.srs_resident,
+        vram_margin: cfg.vram_margin.0,
+        pinned_memory: cfg.pinned_memory.0,
+    };
     match CudaBackend::new(opts) {
         Ok(b) => {
             let devices = b.devices().len();

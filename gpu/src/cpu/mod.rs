@@ -24,7 +24,7 @@ impl Backend for CpuBackend {
 
     fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
         // Nothing to copy: the kernels read host memory.
-        Ok(StagedPartition { backend: self.name(), host })
+        Ok(StagedPartition { backend: self.name(), host, pinned: None })
     }
 
     fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
@@ -68,24 +68,30 @@ impl Backend for CpuBackend {
 /// # Errors
 /// [`GpuError::Shape`] naming the mismatching vector.
 pub fn check_shapes(p: &HostPartition, srs: &ProvingKey) -> Result<(), GpuError> {
-    let m = 1usize << p.domain_log2;
-    let n = p.a.len();
+    let counts = [p.a.len(), p.b.len(), p.c.len(), p.l_scalars.len(), p.a_scalars.len(), p.b_scalars.len()];
+    check_counts(counts, p.domain_log2, srs)
+}
+
+/// [`check_shapes`] from the element counts of a, b, c and the L, A, B scalars.
+pub(crate) fn check_counts(counts: [usize; 6], domain_log2: u32, srs: &ProvingKey) -> Result<(), GpuError> {
+    let [n, nb, nc, nl, na, nbs] = counts;
+    let m = 1usize << domain_log2;
     let mismatch = |what: &str, have: usize, need: usize| GpuError::Shape {
         op: "execute",
         detail: format!("{what}: partition has {have}, parameters have {need}"),
     };
-    if p.b.len() != n || p.c.len() != n {
-        return Err(mismatch("b/c evaluations vs a", p.b.len().max(p.c.len()), n));
+    if nb != n || nc != n {
+        return Err(mismatch("b/c evaluations vs a", nb.max(nc), n));
     }
     if n > m {
         return Err(mismatch("constraints vs domain size", n, m));
     }
     let checks = [
         ("domain size - 1 (H points)", m - 1, srs.h.len()),
-        ("L scalars", p.l_scalars.len(), srs.l.len()),
-        ("A scalars", p.a_scalars.len(), srs.a.len()),
-        ("B scalars", p.b_scalars.len(), srs.b_g1.len()),
-        ("B scalars (G2)", p.b_scalars.len(), srs.b_g2.len()),
+        ("L scalars", nl, srs.l.len()),
+        ("A scalars", na, srs.a.len()),
+        ("B scalars", nbs, srs.b_g1.len()),
+        ("B scalars (G2)", nbs, srs.b_g2.len()),
     ];
     for (what, have, need) in checks {
         if have != need {
