@@ -42,12 +42,12 @@ if [[ " $PHASES " == *" bench "* ]]; then
             say "srs gen 2^$K: $(( ($(date +%s%N) - t) / 1000000 )) ms rc=$?"
         fi
         timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$GPUCFG" --log2 "$K" --count "$N" --a-density "$AD" --b-density "$BD" --params "$P" --seed 1 \
-            --trace "$OUT/trace-$K.json" --plot "$OUT/utilization-$K.svg" > "$OUT/bench-cuzk-$K.log" 2>&1
-        say "cuzk 2^$K x$N: $(grep -E '^cuzk' "$OUT/bench-cuzk-$K.log")"
-        grep -E "^bottleneck" "$OUT/bench-cuzk-$K.log" | tee -a "$summary"
+            --trace "$OUT/trace-$K-x$N.json" --plot "$OUT/utilization-$K-x$N.svg" > "$OUT/bench-cuzk-$K-x$N.log" 2>&1
+        say "cuzk 2^$K x$N: $(grep -E '^cuzk' "$OUT/bench-cuzk-$K-x$N.log")"
+        grep -E "^bottleneck" "$OUT/bench-cuzk-$K-x$N.log" | tee -a "$summary"
         if [ "${BASELINE:-1}" = 1 ] && [ -x "$D/supraseal-bench" ]; then
-            "$D/supraseal-bench" "$P" $((1 << K)) 2 "$AD" "$BD" "$N" "${BATCH:-10}" 1 > "$OUT/bench-supraseal-$K.log" 2>&1
-            say "$(grep -E '^supraseal' "$OUT/bench-supraseal-$K.log" || tail -3 "$OUT/bench-supraseal-$K.log")"
+            "$D/supraseal-bench" "$P" $((1 << K)) 2 "$AD" "$BD" "$N" "${BATCH:-10}" 1 > "$OUT/bench-supraseal-$K-x$N.log" 2>&1
+            say "$(grep -E '^supraseal' "$OUT/bench-supraseal-$K-x$N.log" || tail -3 "$OUT/bench-supraseal-$K-x$N.log")"
         fi
     done
 fi
@@ -58,9 +58,9 @@ if [[ " $PHASES " == *" bg2cpu "* ]]; then
         P=/tmp/cuzk-params/syn-$K-1.0-1.0.params
         [ -f "$P" ] || "$D/cuzk" srs gen --synthetic "$K" --seed 7 --out "$P" > "$OUT/gen-$K.log" 2>&1
         timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$OUT/bg2cpu.toml" --log2 "$K" --count "$N" --params "$P" --seed 1 \
-            > "$OUT/bg2cpu-$K.log" 2>&1
-        say "b_g2=cpu 2^$K x$N: $(grep -E '^cuzk' "$OUT/bg2cpu-$K.log")"
-        grep -E "^bottleneck" "$OUT/bg2cpu-$K.log" | tee -a "$summary"
+            > "$OUT/bg2cpu-$K-x$N.log" 2>&1
+        say "b_g2=cpu 2^$K x$N: $(grep -E '^cuzk' "$OUT/bg2cpu-$K-x$N.log")"
+        grep -E "^bottleneck" "$OUT/bg2cpu-$K-x$N.log" | tee -a "$summary"
     done
 fi
 

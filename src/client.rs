@@ -99,12 +99,13 @@ impl BatchSummary {
                 ok.iter().copied().fold(0.0, f64::max),
             )
         };
-        let n = ok.len().max(1) as f64;
+        let head = format!("batch: {}/{} proofs ok in {wall:.2} s", ok.len(), self.proofs.len());
+        if ok.is_empty() {
+            return head;
+        }
+        let n = ok.len() as f64;
         format!(
-            "batch: {}/{} proofs ok in {wall:.2} s; per proof avg {avg:.2} s, min {min:.2} s, max {max:.2} s; \
-             {:.1} proofs/min, {:.3} s/proof",
-            ok.len(),
-            self.proofs.len(),
+            "{head}; per proof avg {avg:.2} s, min {min:.2} s, max {max:.2} s; {:.1} proofs/min, {:.3} s/proof",
             n * 60.0 / wall,
             wall / n
         )

@@ -53,6 +53,10 @@ struct GenC1Args {
     /// Sector size: 2KiB or 8MiB (larger ones work but take long).
     #[arg(long, default_value = "2KiB")]
     sector_size: String,
+    /// Registered seal proof, Filecoin's numbering (e.g. 10 = 2KiB synthetic PoRep);
+    /// overrides --sector-size (default: that size's v1.1 proof).
+    #[arg(long)]
+    registered_proof: Option<u64>,
     /// Seed of the data, ticket, seed and ids.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -413,7 +417,10 @@ fn gen_porep(size: &str, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()
 /// A C1 output for tests and benchmarks: seals random data with filecoin-proofs.
 fn cmd_gen_c1(a: GenC1Args) -> Result<ExitCode> {
     use cuzk::synth::porep;
-    let proof = porep::proof_for_sector_size(&a.sector_size).map_err(anyhow::Error::msg)?;
+    let proof = match a.registered_proof {
+        Some(n) => porep::proof_from_number(n).with_context(|| format!("--registered-proof {n}: not a seal proof"))?,
+        None => porep::proof_for_sector_size(&a.sector_size).map_err(anyhow::Error::msg)?,
+    };
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let pb = progress(None, &format!("sealing a {} sector", a.sector_size));
     let t = Instant::now();
@@ -489,7 +496,10 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
     let bytes = std::fs::read(c1_path).with_context(|| format!("reading {}", c1_path.display()))?;
     // filecoin-proofs finds parameters and verifying keys through this variable.
     std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
-    let count = a.count.max(1);
+    if a.count == 0 {
+        bail!("--count must be at least 1");
+    }
+    let count = a.count;
     let t = Instant::now();
     // Completion time of each proof, to report the steady state after the first
     // (which includes loading parameters).

@@ -13,8 +13,8 @@ use common::{
 use cuzk::daemon::{
     proto::{
         await_proof_response::Status as JobStatus, proving_engine_client::ProvingEngineClient, AwaitProofRequest,
-        CancelProofRequest, GetMetricsRequest, GetStatusRequest, PreloadSrsRequest, ProofKind, ProveRequest,
-        SubmitProofRequest,
+        CancelProofRequest, EvictSrsRequest, GetMetricsRequest, GetStatusRequest, PreloadSrsRequest, ProofKind,
+        ProveRequest, SubmitProofRequest,
     },
     Daemon, DaemonConfig, Listen,
 };
@@ -107,6 +107,23 @@ fn submit_await_cancel_status_metrics() {
         assert_eq!(r.status, JobStatus::Cancelled as i32);
         // A second job completes; status and metrics account for both.
         let job2 = c.submit_proof(porep_request(&f, f.c1_json.clone())).await.unwrap().into_inner().job_id;
+        // While the job holds the parameters, evicting them is refused (their memory
+        // is still in use); GetStatus answers during the job.
+        let held = loop {
+            let s = c.get_status(GetStatusRequest {}).await.unwrap().into_inner();
+            if s.loaded_srs.first().is_some_and(|l| l.ref_count > 0) {
+                break true;
+            }
+            if s.total_proofs_completed > 0 {
+                break false; // finished before we looked; nothing to check
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        if held {
+            let e = c.evict_srs(EvictSrsRequest { circuit_id: "porep-2k".into() }).await.unwrap_err();
+            assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+            assert!(e.message().contains("in use"), "{}", e.message());
+        }
         let r = c.await_proof(AwaitProofRequest { job_id: job2, timeout_ms: 0 }).await.unwrap().into_inner();
         assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
         let s = c.get_status(GetStatusRequest {}).await.unwrap().into_inner();
@@ -117,6 +134,12 @@ fn submit_await_cancel_status_metrics() {
         assert_eq!(s.loaded_srs[0].circuit_id, "porep-2k");
         let pre = c.preload_srs(PreloadSrsRequest { circuit_id: "porep-2k".into() }).await.unwrap().into_inner();
         assert!(pre.already_loaded);
+        // Idle now: eviction returns the file's bytes to the budget.
+        let ev = c.evict_srs(EvictSrsRequest { circuit_id: "porep-2k".into() }).await.unwrap().into_inner();
+        assert!(ev.was_loaded && ev.freed_bytes > 0);
+        assert!(c.get_status(GetStatusRequest {}).await.unwrap().into_inner().loaded_srs.is_empty());
+        let pre = c.preload_srs(PreloadSrsRequest { circuit_id: "porep-2k".into() }).await.unwrap().into_inner();
+        assert!(!pre.already_loaded, "loaded again after eviction");
         let text = c.get_metrics(GetMetricsRequest {}).await.unwrap().into_inner().prometheus_text;
         let m = parse_metrics(&text);
         assert_eq!(m["cuzk_jobs_submitted_total"], 2.0);

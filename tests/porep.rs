@@ -15,7 +15,7 @@ use cuzk::{
 };
 use serde_json::Value;
 
-use common::porep::{fixture, param_cache, verify, PROOF};
+use common::porep::{ensure_params, fixture, fixture_for, param_cache, verify, PROOF};
 
 fn engine(dir: PathBuf) -> Engine {
     let mut cfg: EngineConfig = small_config();
@@ -210,5 +210,25 @@ fn preloaded_parameters_are_charged_to_the_host_budget() {
     let out = engine.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id)).unwrap();
     assert!(verify(&f, f.sector_id, &out.wait_blocking().unwrap().proof_bytes()));
     assert_eq!(engine.host_budget().used, size, "only the resident parameters remain charged");
+    engine.shutdown();
+}
+
+/// API v1.2's synthetic PoRep: C1 from synthetic challenges (filecoin-proofs'
+/// generate_synth_proofs), proved by cuzk, accepted by verify_seal.
+#[test]
+fn synthetic_porep_2kib_proves_and_verifies() {
+    let proof = RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep;
+    let dir = param_cache();
+    ensure_params(&dir, proof);
+    let f = fixture_for(proof, 31);
+    let engine = engine(dir);
+    let out = engine
+        .submit_blocking(JobSpec::porep_c1(f.wrapper_json.clone(), f.prover_id, f.sector_id))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    let bytes = out.proof_bytes();
+    assert_eq!(bytes.len(), 192 * usize::from(proof.partitions()));
+    assert!(verify(&f, f.sector_id, &bytes), "verify_seal rejected the synthetic-PoRep proof");
     engine.shutdown();
 }

@@ -135,6 +135,11 @@ impl Timeline {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
     }
 
+    /// Whether nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+
     /// Forgets the recorded spans.
     pub fn clear(&self) {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -241,7 +246,9 @@ fn utilization(spans: &[Span], buckets: usize) -> Utilization {
         return Utilization::default();
     };
     let buckets = buckets.max(1);
-    let bucket = ((t1 - t0) / u32::try_from(buckets).unwrap_or(u32::MAX)).max(Duration::from_micros(1));
+    // Rounded up, so that `buckets` intervals cover the last span's end.
+    let n = u32::try_from(buckets).unwrap_or(u32::MAX);
+    let bucket = Duration::from_nanos(((t1 - t0).as_nanos() as u64).div_ceil(u64::from(n)).max(1_000));
     let mut stages = Vec::new();
     for stage in StageName::ALL {
         let mine: Vec<&&Span> = busy.iter().filter(|s| s.stage == Some(stage)).collect();

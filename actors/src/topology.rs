@@ -86,7 +86,11 @@ impl Builder {
 /// [`EngineError`] when the host budget cannot be resolved or a stage cannot start.
 pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -> Result<Topology, EngineError> {
     let SelectedBackend { backend, devices } = selected;
-    let host_bytes = cfg.budget.host_bytes().map_err(EngineError::Config)?;
+    let mut host_bytes = cfg.budget.host_bytes().map_err(EngineError::Config)?;
+    if backend.name() == "cuda" && cfg.budget.host_memory == crate::MemoryLimit::Auto {
+        // The pinned staging pool is host memory outside the ledger: leave it room.
+        host_bytes = host_bytes.saturating_sub(cfg.backend.pinned_memory.0);
+    }
     let host_ledger = Ledger::new("host", host_bytes);
 
     let support = Arbiter::new();

@@ -168,10 +168,12 @@ extern "C" void cuzk_ws_free(cuzk_ws* w)
 
 // Page-locked host memory for staging (portable: usable by every device). Uploads
 // from it run at full PCIe bandwidth (~55 GB/s on the H200 host vs ~7 GB/s pageable).
-extern "C" RustError cuzk_host_alloc(size_t bytes, void** out)
+extern "C" RustError cuzk_host_alloc(size_t dev, size_t bytes, void** out)
 {
     *out = nullptr;
     CUZK_TRY
+    // On a device cuzk uses, so that no context is created on an excluded one.
+    select_gpu((int)dev);
     CUDA_OK(cudaHostAlloc(out, bytes, cudaHostAllocPortable));
     CUZK_CATCH
 }

@@ -180,7 +180,7 @@ mod imp {
                 info!(device = idx, name = %info.name, sms = info.sm_count, total_mem = info.total_mem, "gpu found");
                 devices.push(Device { info, state: Mutex::new(DeviceState::default()) });
             }
-            let pinned = PinnedPool::new(opts.pinned_memory);
+            let pinned = PinnedPool::new(opts.pinned_memory, devices.first().map_or(0, |d| d.info.index));
             Ok(CudaBackend { devices, next: AtomicUsize::new(0), opts, pinned })
         }
 

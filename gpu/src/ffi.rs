@@ -108,7 +108,7 @@ pub(crate) mod cuda {
         pub fn cuzk_ws_new(dev: usize, lg: u32, out: *mut *mut Ws) -> sppark::Error;
         pub fn cuzk_ws_free(w: *mut Ws);
         pub fn cuzk_execute(ws: *mut Ws, srs: *const Srs, inputs: *const Inputs, out: *mut Outputs) -> sppark::Error;
-        pub fn cuzk_host_alloc(bytes: usize, out: *mut *mut u8) -> sppark::Error;
+        pub fn cuzk_host_alloc(dev: usize, bytes: usize, out: *mut *mut u8) -> sppark::Error;
         pub fn cuzk_host_free(p: *mut u8);
     }
 

@@ -37,17 +37,18 @@ unsafe impl Send for Block {}
 
 #[cfg(cuzk_cuda)]
 impl Block {
-    fn alloc(len: usize) -> Result<Block, String> {
+    fn alloc(dev: usize, len: usize) -> Result<Block, String> {
         let mut ptr = std::ptr::null_mut();
         // SAFETY: out-pointer is valid; the C side catches every exception.
-        crate::ffi::cuda::check(unsafe { crate::ffi::cuda::cuzk_host_alloc(len, &mut ptr) }).map_err(|(_, m)| m)?;
+        crate::ffi::cuda::check(unsafe { crate::ffi::cuda::cuzk_host_alloc(dev, len, &mut ptr) })
+            .map_err(|(_, m)| m)?;
         Ok(Block { ptr, len })
     }
 }
 
 #[cfg(not(cuzk_cuda))]
 impl Block {
-    fn alloc(_: usize) -> Result<Block, String> {
+    fn alloc(_: usize, _: usize) -> Result<Block, String> {
         Err("this build has no CUDA code".into())
     }
 }
@@ -71,6 +72,8 @@ struct State {
 /// A bounded pool of pinned host buffers.
 pub struct PinnedPool {
     st: Mutex<State>,
+    /// The device whose context allocates (the memory is portable to all devices).
+    device: usize,
 }
 
 /// A buffer from the pool; returns to it when dropped.
@@ -108,10 +111,10 @@ impl Drop for PinnedBuf {
 }
 
 impl PinnedPool {
-    pub fn new(capacity: u64) -> Arc<PinnedPool> {
-        Arc::new(PinnedPool {
-            st: Mutex::new(State { free: Vec::new(), stats: PinnedStats { capacity, ..Default::default() } }),
-        })
+    /// A pool of at most `capacity` bytes, allocated through `device`'s context.
+    pub fn new(capacity: u64, device: usize) -> Arc<PinnedPool> {
+        let st = State { free: Vec::new(), stats: PinnedStats { capacity, ..Default::default() } };
+        Arc::new(PinnedPool { st: Mutex::new(st), device })
     }
 
     pub fn stats(&self) -> PinnedStats {
@@ -131,6 +134,12 @@ impl PinnedPool {
             return Some(PinnedBuf { block: Some(b), pool: self.clone() });
         }
         let len = bytes.div_ceil(GRANULE) * GRANULE;
+        // Buffers in use cannot be freed: if the new one cannot fit beside them, keep
+        // the idle ones for later partitions and stage this one from pageable memory.
+        if st.stats.in_use + len as u64 > st.stats.capacity {
+            st.stats.fallbacks += 1;
+            return None;
+        }
         // Free idle (too small) buffers, largest first, until the new one fits.
         while st.stats.allocated + len as u64 > st.stats.capacity {
             st.free.sort_by_key(|b| b.len);
@@ -142,7 +151,9 @@ impl PinnedPool {
                 }
             }
         }
-        match Block::alloc(len) {
+        // Allocating under the lock keeps the accounting simple; it happens only while
+        // the pool grows (warm-up, or a larger partition shape).
+        match Block::alloc(self.device, len) {
             Ok(b) => {
                 st.stats.allocated += len as u64;
                 st.stats.in_use += len as u64;

@@ -24,12 +24,17 @@ use crate::{JobSpec, ProvingKey, SyntheticCircuit, SyntheticSpec};
 /// need about 50 GiB of host memory for parameters and a, b, c).
 const MAX_SYNTHETIC_LOG2: u32 = 26;
 
+/// Synthetic parameter sets kept at once (benchmarks use one or two shapes); the
+/// least recently generated is dropped beyond this. They are not charged to the host
+/// budget: synthetic jobs are for benchmarking, not for production daemons.
+const MAX_SYNTHETIC_SETS: usize = 4;
+
 pub(super) struct Ext {
     v1: Arc<Service>,
     /// Synthetic parameters by shape, generated on first use (deterministic seed).
-    synthetic: Mutex<HashMap<String, Arc<ProvingKey>>>,
-    /// Held while generating, so that concurrent first requests for a shape wait for
-    /// one generation instead of each running their own.
+    synthetic: Mutex<HashMap<String, (Arc<ProvingKey>, std::time::Instant)>>,
+    /// Held while generating (one generation at a time), so that concurrent first
+    /// requests for a shape wait for one generation instead of each running their own.
     generating: tokio::sync::Mutex<()>,
 }
 
@@ -40,7 +45,7 @@ impl Ext {
 
     async fn params_for(&self, spec: SyntheticSpec) -> Result<Arc<ProvingKey>, Status> {
         let key = format!("{}-{}-{}-{}", spec.constraints, spec.public_inputs, spec.a_density, spec.b_density);
-        let cached = || self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+        let cached = || self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).get(&key).map(|(p, _)| p.clone());
         if let Some(p) = cached() {
             return Ok(p);
         }
@@ -59,7 +64,12 @@ impl Ext {
         .map_err(|e| Status::internal(format!("parameter generation: {e}")))?;
         info!(constraints = spec.constraints, ms = t.elapsed().as_millis() as u64, "synthetic parameters generated");
         let p = Arc::new(p);
-        self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).insert(key, p.clone());
+        let mut cache = self.synthetic.lock().unwrap_or_else(|e| e.into_inner());
+        while cache.len() >= MAX_SYNTHETIC_SETS {
+            let Some(oldest) = cache.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone()) else { break };
+            cache.remove(&oldest);
+        }
+        cache.insert(key, (p.clone(), std::time::Instant::now()));
         Ok(p)
     }
 }
@@ -114,7 +124,7 @@ impl ExtEngine for Ext {
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let job = JobSpec::circuits(params, circuits).with_seed(r.seed).with_priority(priority(r.priority));
         self.v1.expire();
-        let handle = self.v1.engine.submit(job).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        let handle = self.v1.engine.submit(job).await.map_err(super::service::submit_status)?;
         let job_id = self.v1.register(handle, "");
         Ok(Response::new(pb::SubmitSyntheticResponse { job_id }))
     }

@@ -10,7 +10,15 @@ use crate::Engine;
 
 pub(super) async fn serve_metrics(listener: tokio::net::TcpListener, engine: Engine) {
     loop {
-        let Ok((mut sock, peer)) = listener.accept().await else { continue };
+        let (mut sock, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // E.g. out of file descriptors: back off instead of spinning.
+                debug!(error = %e, "metrics accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let engine = engine.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 8192];
@@ -45,10 +53,19 @@ pub(super) async fn serve_metrics(listener: tokio::net::TcpListener, engine: Eng
                     let msg = "the timeline is not recording: set [timeline] enabled = true, or call cuzk.ext.v1 SetTimeline\n";
                     ("409 Conflict", "text/plain; charset=utf-8", msg.to_string())
                 }
-                "/debug/timeline" => ("200 OK", "application/json", engine.timeline().chrome_trace()),
+                "/debug/timeline" => {
+                    let tl = engine.timeline().clone();
+                    let json = tokio::task::spawn_blocking(move || tl.chrome_trace()).await.unwrap_or_default();
+                    ("200 OK", "application/json", json)
+                }
                 "/debug/utilization.svg" => {
-                    let u = engine.timeline().utilization(120);
-                    ("200 OK", "image/svg+xml", cuzk_actors::timeline::utilization_svg(&u))
+                    let tl = engine.timeline().clone();
+                    let svg = tokio::task::spawn_blocking(move || {
+                        cuzk_actors::timeline::utilization_svg(&tl.utilization(120))
+                    })
+                    .await
+                    .unwrap_or_default();
+                    ("200 OK", "image/svg+xml", svg)
                 }
                 _ => (
                     "404 Not Found",

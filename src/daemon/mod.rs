@@ -129,6 +129,11 @@ impl Daemon {
         // Bind synchronously so errors surface here and the real addresses are known.
         let (grpc, listen) = if let Some(path) = cfg.listen.strip_prefix("unix://") {
             let path = PathBuf::from(path);
+            // A stale socket file from a previous run is removed; a live one is not.
+            if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+                let source = std::io::Error::new(std::io::ErrorKind::AddrInUse, "another daemon is serving there");
+                return Err(DaemonError::Bind { addr: cfg.listen.clone(), source });
+            }
             let _ = std::fs::remove_file(&path);
             let l = std::os::unix::net::UnixListener::bind(&path)
                 .map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;

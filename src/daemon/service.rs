@@ -35,6 +35,8 @@ pub(super) struct Service {
     pub(super) engine: Engine,
     jobs: Mutex<HashMap<String, Job>>,
     by_request: Mutex<HashMap<String, String>>,
+    /// Held from the request-id check to the registration of the new job.
+    dedup: tokio::sync::Mutex<()>,
     max_input: usize,
     retention: Duration,
     started: Instant,
@@ -42,6 +44,15 @@ pub(super) struct Service {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The gRPC status of a refused submission.
+pub(super) fn submit_status(e: crate::SubmitError) -> Status {
+    match e {
+        crate::SubmitError::Invalid(_) => Status::invalid_argument(e.to_string()),
+        crate::SubmitError::Busy => Status::resource_exhausted(e.to_string()),
+        crate::SubmitError::NotRunning => Status::unavailable(e.to_string()),
+    }
 }
 
 /// gRPC priority to engine priority (higher overtakes lower in every stage queue).
@@ -114,6 +125,7 @@ impl Service {
             engine,
             jobs: Mutex::new(HashMap::new()),
             by_request: Mutex::new(HashMap::new()),
+            dedup: tokio::sync::Mutex::new(()),
             max_input: usize::try_from(cfg.max_message_bytes.0).unwrap_or(usize::MAX),
             retention: Duration::from_secs(cfg.job_retention_secs),
             started: Instant::now(),
@@ -198,7 +210,15 @@ impl Service {
         }
         let prover_id = porep::prover_id_from_actor(req.miner_id);
         let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
-        let handle = self.engine.submit(spec).await.map_err(|e| Status::unavailable(e.to_string()))?;
+        // Serialize submissions that carry a request id, so that a retry racing the
+        // original cannot create a second job.
+        let _dedup = if req.request_id.is_empty() { None } else { Some(self.dedup.lock().await) };
+        if let Some(id) =
+            (!req.request_id.is_empty()).then(|| lock(&self.by_request).get(&req.request_id).cloned()).flatten()
+        {
+            return Ok(id);
+        }
+        let handle = self.engine.submit(spec).await.map_err(submit_status)?;
         let job_id = self.register(handle, &req.request_id);
         info!(job = %job_id, sector = req.sector_number, miner = req.miner_id, proof = ?proof, "proof submitted");
         Ok(job_id)
@@ -399,7 +419,7 @@ impl ProvingEngine for Service {
         request: Request<proto::EvictSrsRequest>,
     ) -> Result<Response<proto::EvictSrsResponse>, Status> {
         let proof = proof_for_circuit_id(&request.into_inner().circuit_id)?;
-        let freed = self.engine.params().evict(proof);
+        let freed = self.engine.params().evict(proof).map_err(Status::failed_precondition)?;
         Ok(Response::new(proto::EvictSrsResponse { was_loaded: freed.is_some(), freed_bytes: freed.unwrap_or(0) }))
     }
 }

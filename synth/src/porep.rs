@@ -387,6 +387,11 @@ pub fn generate_c1(proof: RegisteredSealProof, seed: u64, work_dir: &Path) -> Re
         seal::seal_pre_commit_phase1(proof, &cache, &staged, &sealed, prover_id, sid, ticket, &pieces).map_err(err)?;
     let pc2 = seal::seal_pre_commit_phase2(pc1, &cache, &sealed).map_err(err)?;
     let (comm_r, comm_d) = (pc2.comm_r, pc2.comm_d);
+    if proof.feature_enabled(storage_proofs_core::api_version::ApiFeature::SyntheticPoRep) {
+        // Synthetic PoRep (API v1.2): the synthetic challenges' proofs are generated
+        // after pre-commit; commit phase 1 then selects its challenges from them.
+        seal::generate_synth_proofs(&cache, &sealed, prover_id, sid, ticket, pc2.clone(), &pieces).map_err(err)?;
+    }
     let c1 = seal::seal_commit_phase1(&cache, &sealed, prover_id, sid, ticket, seed_c, pc2, &pieces).map_err(err)?;
     let c1_json = serde_json::to_vec(&c1).map_err(|e| PorepError::Circuit(e.to_string()))?;
     let wrapper_json = serde_json::to_vec(&serde_json::json!({

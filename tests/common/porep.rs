@@ -27,36 +27,48 @@ pub fn param_cache() -> PathBuf {
         std::fs::create_dir_all(&dir).unwrap();
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
         std::env::set_var("FIL_PROOFS_PARENT_CACHE", base.join("parents"));
-        let (params, vk) = porep::parameter_files(&dir, PROOF).unwrap();
-        // Test binaries run one after another, so one generates and the others reuse;
-        // the .vk is renamed into place last, marking the pair complete.
-        if !params.exists() || !vk.exists() {
-            use rand::SeedableRng;
-            let t = std::time::Instant::now();
-            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
-            let key = cuzk::srs::generate_random(porep::blank_circuit(PROOF).unwrap(), &mut rng).unwrap();
-            key.write(&params).unwrap();
-            let tmp = vk.with_extension("vk.tmp");
-            key.vk.write(std::fs::File::create(&tmp).unwrap()).unwrap();
-            std::fs::rename(&tmp, &vk).unwrap();
-            eprintln!("generated 2KiB PoRep test parameters in {:?}", t.elapsed());
-        }
+        ensure_params(&dir, PROOF);
         dir
     })
     .clone()
 }
 
+/// Generates `proof`'s test parameters in `dir` unless they are there. Test binaries
+/// run one after another, so one generates and the others reuse; the .vk is renamed
+/// into place last, marking the pair complete.
+pub fn ensure_params(dir: &std::path::Path, proof: RegisteredSealProof) {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (params, vk) = porep::parameter_files(dir, proof).unwrap();
+    if !params.exists() || !vk.exists() {
+        use rand::SeedableRng;
+        let t = std::time::Instant::now();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+        let key = cuzk::srs::generate_random(porep::blank_circuit(proof).unwrap(), &mut rng).unwrap();
+        key.write(&params).unwrap();
+        let tmp = vk.with_extension("vk.tmp");
+        key.vk.write(std::fs::File::create(&tmp).unwrap()).unwrap();
+        std::fs::rename(&tmp, &vk).unwrap();
+        eprintln!("generated {proof:?} test parameters in {:?}", t.elapsed());
+    }
+}
+
 /// A sealed 2KiB sector's C1 output; deterministic per seed (miner f0<1000+seed>).
 pub fn fixture(seed: u64) -> C1Fixture {
+    fixture_for(PROOF, seed)
+}
+
+/// As [`fixture`], for another registered proof of a small sector.
+pub fn fixture_for(proof: RegisteredSealProof, seed: u64) -> C1Fixture {
     let _ = param_cache();
     static LOCK: Mutex<()> = Mutex::new(());
     let _g = LOCK.lock().unwrap();
     let dir = tmp_root().join(format!("cuzk-porep/c1-{seed}-{}", std::process::id()));
-    let f = porep::generate_c1(PROOF, seed, &dir).unwrap();
+    let f = porep::generate_c1(proof, seed, &dir).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     f
 }
 
 pub fn verify(f: &C1Fixture, sector_id: u64, proof: &[u8]) -> bool {
-    porep::verify_seal(PROOF, f.comm_r, f.comm_d, f.prover_id, sector_id, f.ticket, f.seed, proof).unwrap()
+    porep::verify_seal(f.registered_proof, f.comm_r, f.comm_d, f.prover_id, sector_id, f.ticket, f.seed, proof).unwrap()
 }

@@ -22,6 +22,8 @@ use crate::{
 struct Resident {
     proof: RegisteredSealProof,
     key: Arc<ProvingKey>,
+    /// Bytes reserved from the host budget for it.
+    bytes: u64,
     last_used: Instant,
     _reservation: Reservation,
 }
@@ -32,12 +34,15 @@ pub struct ParamCache {
     opts: LoadOptions,
     budget: Arc<Ledger>,
     loaded: Mutex<HashMap<PathBuf, Resident>>,
+    /// Held while loading (one load at a time), so that the map lock is never held
+    /// through a load that takes minutes: hits, status and eviction go on meanwhile.
+    loading: Mutex<()>,
 }
 
 impl ParamCache {
     /// A cache reading from `dir`, charging `budget` for what it keeps.
     pub fn new(dir: PathBuf, opts: LoadOptions, budget: Arc<Ledger>) -> Self {
-        ParamCache { dir, opts, budget, loaded: Mutex::new(HashMap::new()) }
+        ParamCache { dir, opts, budget, loaded: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
     }
 
     /// The directory parameters are read from.
@@ -48,25 +53,43 @@ impl ParamCache {
     /// What is resident: proof type, bytes, and how many holders besides the cache
     /// (jobs using it).
     pub fn resident(&self) -> Vec<(RegisteredSealProof, u64, usize)> {
-        self.lock().values().map(|r| (r.proof, r.key.heap_bytes(), Arc::strong_count(&r.key) - 1)).collect()
+        self.lock().values().map(|r| (r.proof, r.bytes, Arc::strong_count(&r.key) - 1)).collect()
     }
 
-    /// Whether `proof`'s parameters are resident.
+    /// Whether `proof`'s parameter file is resident (proof types that share a file,
+    /// like v1.1 and its synthetic-PoRep variant, share the answer).
     pub fn is_resident(&self, proof: RegisteredSealProof) -> bool {
-        self.lock().values().any(|r| r.proof == proof)
+        parameter_files(&self.dir, proof).is_ok_and(|(path, _)| self.lock().contains_key(&path))
     }
 
-    /// Drops `proof`'s parameters from the cache (jobs holding them keep their copy
-    /// until they finish); returns the bytes returned to the budget, if it was resident.
-    pub fn evict(&self, proof: RegisteredSealProof) -> Option<u64> {
+    /// Drops `proof`'s parameters from the cache and returns their bytes to the
+    /// budget: `Ok(Some(bytes))`, `Ok(None)` if they were not resident.
+    ///
+    /// # Errors
+    /// When jobs are using them (the memory would still be in use, so the budget
+    /// must not get it back): the message says how many.
+    pub fn evict(&self, proof: RegisteredSealProof) -> Result<Option<u64>, String> {
+        let (path, _) = parameter_files(&self.dir, proof).map_err(|e| e.to_string())?;
         let mut map = self.lock();
-        let path = map.iter().find(|(_, r)| r.proof == proof).map(|(p, _)| p.clone())?;
-        map.remove(&path).map(|r| r.key.heap_bytes())
+        let Some(r) = map.get(&path) else { return Ok(None) };
+        let users = Arc::strong_count(&r.key) - 1;
+        if users > 0 {
+            return Err(format!("{proof:?} parameters are in use by {users} job(s); evict them when idle"));
+        }
+        Ok(map.remove(&path).map(|r| r.bytes))
     }
 
     /// Bytes of parameters resident now.
     pub fn resident_bytes(&self) -> u64 {
-        self.lock().values().map(|r| r.key.heap_bytes()).sum()
+        self.lock().values().map(|r| r.bytes).sum()
+    }
+
+    /// The resident key for `path`, marked as used now.
+    fn hit(&self, path: &PathBuf) -> Option<Arc<ProvingKey>> {
+        self.lock().get_mut(path).map(|r| {
+            r.last_used = Instant::now();
+            r.key.clone()
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Resident>> {
@@ -98,10 +121,13 @@ impl ParamCache {
     /// it), invalid, or larger than the whole host budget.
     pub fn get(&self, proof: RegisteredSealProof) -> Result<Arc<ProvingKey>, StageError> {
         let (path, _) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
-        let mut map = self.lock();
-        if let Some(r) = map.get_mut(&path) {
-            r.last_used = Instant::now();
-            return Ok(r.key.clone());
+        if let Some(k) = self.hit(&path) {
+            return Ok(k);
+        }
+        let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = self.hit(&path) {
+            // Loaded by another worker while this one waited.
+            return Ok(k);
         }
         let bytes = match std::fs::metadata(&path) {
             // Decoded points take as many bytes as their uncompressed encoding.
@@ -119,13 +145,12 @@ impl ParamCache {
             match self.budget.reserve(bytes)? {
                 Grant::Now(r) => break r,
                 // Withdraw the request (dropping the receiver) and make room if we can.
-                Grant::Later(_) if Self::evict_one_idle(&mut map) => continue,
+                Grant::Later(_) if Self::evict_one_idle(&mut self.lock()) => continue,
                 Grant::Later(mut rx) => {
                     // Wait for partitions to free memory, evicting parameters that
                     // become idle meanwhile (they would otherwise hold it forever).
                     warn!(bytes, "waiting for host memory to load parameters");
-                    drop(map);
-                    let r = loop {
+                    break loop {
                         match rx.try_recv() {
                             Ok(r) => break r,
                             Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
@@ -136,19 +161,15 @@ impl ParamCache {
                         Self::evict_one_idle(&mut self.lock());
                         std::thread::sleep(std::time::Duration::from_millis(20));
                     };
-                    map = self.lock();
-                    break r;
                 }
             }
         };
-        if let Some(r) = map.get(&path) {
-            // Loaded by another worker while this one waited.
-            return Ok(r.key.clone());
-        }
         let t = Instant::now();
         let key = Arc::new(ProvingKey::load(&path, self.opts).map_err(StageError::failed)?);
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes = key.heap_bytes(), "parameters loaded");
-        map.insert(path, Resident { proof, key: key.clone(), last_used: Instant::now(), _reservation: reservation });
+        let resident =
+            Resident { proof, key: key.clone(), bytes, last_used: Instant::now(), _reservation: reservation };
+        self.lock().insert(path, resident);
         Ok(key)
     }
 }
@@ -194,7 +215,14 @@ mod tests {
         let ka = cache.get(a).unwrap();
         t.join().unwrap();
         assert_eq!(ledger.snapshot().used, sa);
-        assert_eq!(cache.resident_bytes(), ka.heap_bytes());
+        assert_eq!(cache.resident_bytes(), sa, "resident bytes are what the budget was charged");
+        // Explicit eviction: refused while a job holds the key, then the bytes return.
+        let e = cache.evict(a).unwrap_err();
+        assert!(e.contains("in use by 1 job"), "{e}");
+        drop(ka);
+        assert_eq!(cache.evict(a).unwrap(), Some(sa));
+        assert_eq!(ledger.snapshot().used, 0);
+        assert_eq!(cache.evict(a).unwrap(), None);
         // Larger than the whole budget: an error, at once.
         let small = ParamCache::new(dir.clone(), LoadOptions::default(), Ledger::new("host", 10));
         let e = small.get(a).unwrap_err().to_string();
