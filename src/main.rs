@@ -641,35 +641,52 @@ fn cmd_prove(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<ExitCode> {
-    let b = &cfg.bench;
-    let log2 = a.log2.unwrap_or(b.log2);
-    let count = a.count.unwrap_or(b.count);
-    let seed = a.seed.unwrap_or(b.seed);
-    if count == 0 {
-        bail!("--count must be at least 1");
-    }
-    let spec = SyntheticSpec {
-        constraints: 1usize.checked_shl(log2).filter(|_| log2 <= 32).context("--log2 at most 32")?,
-        public_inputs: a.public_inputs.unwrap_or(b.public_inputs),
-        a_density: a.a_density.unwrap_or(b.a_density),
-        b_density: a.b_density.unwrap_or(b.b_density),
-    };
-    spec.validate()?;
-    let params = match &a.params {
-        Some(p) => p.clone(),
-        None => {
-            let p = cfg.srs.cache_dir().join(format!(
-                "synthetic-{}-{}-{}-{}.params",
-                spec.constraints, spec.public_inputs, spec.a_density, spec.b_density
-            ));
-            if !p.exists() {
-                info!(file = %p.display(), "no cached parameters for this circuit; generating them once");
-                generate(spec, None, &p, Generator::Cuzk)?;
-            }
-            p
+/// What a synthetic bench run proves: flags over `[bench]` defaults, and the parameter
+/// file (generated once into the cache when `--params` is not given).
+struct BenchPlan {
+    log2: u32,
+    count: usize,
+    seed: u64,
+    spec: SyntheticSpec,
+    params: PathBuf,
+}
+
+impl BenchArgs {
+    fn plan(&self, cfg: &Config) -> Result<BenchPlan> {
+        let b = &cfg.bench;
+        let log2 = self.log2.unwrap_or(b.log2);
+        let count = self.count.unwrap_or(b.count);
+        let seed = self.seed.unwrap_or(b.seed);
+        if count == 0 {
+            bail!("--count must be at least 1");
         }
-    };
+        let spec = SyntheticSpec {
+            constraints: 1usize.checked_shl(log2).filter(|_| log2 <= 32).context("--log2 at most 32")?,
+            public_inputs: self.public_inputs.unwrap_or(b.public_inputs),
+            a_density: self.a_density.unwrap_or(b.a_density),
+            b_density: self.b_density.unwrap_or(b.b_density),
+        };
+        spec.validate()?;
+        let params = match &self.params {
+            Some(p) => p.clone(),
+            None => {
+                let p = cfg.srs.cache_dir().join(format!(
+                    "synthetic-{}-{}-{}-{}.params",
+                    spec.constraints, spec.public_inputs, spec.a_density, spec.b_density
+                ));
+                if !p.exists() {
+                    info!(file = %p.display(), "no cached parameters for this circuit; generating them once");
+                    generate(spec, None, &p, Generator::Cuzk)?;
+                }
+                p
+            }
+        };
+        Ok(BenchPlan { log2, count, seed, spec, params })
+    }
+}
+
+fn cmd_bench(cfg: &Config, config_path: Option<&Path>, a: BenchArgs) -> Result<ExitCode> {
+    let BenchPlan { log2, count, seed, spec, params } = a.plan(cfg)?;
     if a.compare {
         return bench_compare(config_path, &a, log2, count, seed, &params);
     }
@@ -816,33 +833,10 @@ fn cmd_bench_batch(a: BatchArgs) -> Result<ExitCode> {
 }
 
 fn cmd_bench_sweep(cfg: &Config, a: SweepArgs) -> Result<ExitCode> {
-    let b = &cfg.bench;
-    let log2 = a.args.log2.unwrap_or(b.log2);
-    let count = a.args.count.unwrap_or(b.count);
-    let seed = a.args.seed.unwrap_or(b.seed);
-    let spec = SyntheticSpec {
-        constraints: 1usize.checked_shl(log2).filter(|_| log2 <= 32).context("--log2 at most 32")?,
-        public_inputs: a.args.public_inputs.unwrap_or(b.public_inputs),
-        a_density: a.args.a_density.unwrap_or(b.a_density),
-        b_density: a.args.b_density.unwrap_or(b.b_density),
-    };
-    spec.validate()?;
     if a.synth_workers.contains(&0) || a.gpu_workers.contains(&0) {
         bail!("worker counts must be at least 1");
     }
-    let params = match &a.args.params {
-        Some(p) => p.clone(),
-        None => {
-            let p = cfg.srs.cache_dir().join(format!(
-                "synthetic-{}-{}-{}-{}.params",
-                spec.constraints, spec.public_inputs, spec.a_density, spec.b_density
-            ));
-            if !p.exists() {
-                generate(spec, None, &p, Generator::Cuzk)?;
-            }
-            p
-        }
-    };
+    let BenchPlan { log2, count, seed, spec, params } = a.args.plan(cfg)?;
     let srs = load_params(&params, cfg)?;
     println!("sweep: {count} proofs of 2^{log2} constraints per setting");
     println!(
