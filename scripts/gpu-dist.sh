@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds everything a GPU host run needs (it has no Rust toolchain) into gpu-dist/:
-# the release `cuzk` binary, the GPU test binaries, and the supraseal baseline;
-# stripped. Then: device run with `carry: ["gpu-dist"]` and command
-# `bash gpu-dist/gpu-run.sh` (see docs/gpu.md).
+# the release `cuzk` binary, the GPU test binaries, the supraseal baseline and,
+# when built (or WITH_POREP_BASELINE=1), the PoRep C2 baseline; stripped. Then:
+# device run with `carry: ["gpu-dist"]` and command `bash gpu-dist/gpu-run.sh`
+# (see docs/gpu.md).
 # Needs nvcc (NVCC / PATH); RUSTFLAGS must let rustc find libcudart_static.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,8 +33,35 @@ if [ "${WITH_BASELINE:-1}" = 1 ]; then
     fi
     cp bench/supraseal/target/release/supraseal-bench "$out/"
 fi
+
+# The PoRep C2 baseline (filecoin-proofs `seal_commit_phase2` with `cuda-supraseal`,
+# bench/porep-baseline): shipped when built; WITH_POREP_BASELINE=1 builds it when
+# missing (or with REBUILD_BASELINE=1). Its neptune dependency links the CUDA driver
+# library, which a build machine without a GPU lacks: link against a stub
+# (shared/design/gpu-build.md); the GPU host's driver is used at run time.
+pb=bench/porep-baseline/target/release/porep-baseline
+if [ "${WITH_POREP_BASELINE:-0}" = 1 ] && { [ ! -x "$pb" ] || [ "${REBUILD_BASELINE:-0}" = 1 ]; }; then
+    stub=${CUDA_STUB:-/opt/cuda-stub}
+    if [ ! -e "$stub/libcuda.so" ]; then
+        mk=
+        for f in shared/tools/make-libcuda-stub.sh ../shared/tools/make-libcuda-stub.sh; do
+            [ -x "$f" ] && mk=$f && break
+        done
+        [ -n "$mk" ] || { echo "no libcuda in $stub and no make-libcuda-stub.sh to make one"; exit 1; }
+        "$mk" "${CUDA_PATH:?CUDA_PATH is not set: source a CUDA environment first}" "$stub"
+    fi
+    (cd bench/porep-baseline && RUSTFLAGS="${RUSTFLAGS:-} -L native=$stub" CUDA_LIBRARY_PATH="$stub" cargo build --release)
+fi
+if [ -x "$pb" ]; then
+    # ~12 MB stripped, which would take the whole directory past the 64 MiB a device
+    # call carries: shipped gzipped (~5 MB); gpu-run.sh unpacks it.
+    strip -o "$out/porep-baseline" "$pb"
+    gzip -9 "$out/porep-baseline"
+fi
 cp scripts/gpu-run.sh "$out/"
-strip "$out"/* 2>/dev/null || true
+for f in "$out"/*; do
+    case $f in *.gz|*.sh) ;; *) strip "$f" 2>/dev/null || true ;; esac
+done
 chmod +x "$out"/*
 ls -la "$out"
 du -sh "$out"

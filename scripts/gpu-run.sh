@@ -4,7 +4,9 @@
 #   PHASES  "tests bench"      TEST_LOG2 "10,14,18,20"   BIG_LOG2 "20"
 #   BENCH   "20:10 22:10"      (log2:count pairs)        DENSITY "1.0:1.0"
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
-#   PHASES may add "porep" (2KiB C1 stream: POREP_COUNT proofs, verify_seal) and
+#   PHASES may add "porep" (C1 stream per size in POREP_SIZES="2KiB" (or "2KiB 8MiB"):
+#   POREP_COUNT proofs, verify_seal), "porepbase" (the filecoin-proofs/supraseal-c2 C2
+#   baseline on the same sizes and C1: threads 1, then POREP_THREADS=4), and
 #   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices)
 #   "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
 #   and "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
@@ -64,15 +66,53 @@ if [[ " $PHASES " == *" bg2cpu "* ]]; then
     done
 fi
 
+# PoRep inputs for sector size $1 (once per host): random parameters in $FP and a C1
+# output in $C1 (with meta.json: prover id $PID, sector id $SID).
+FP=/tmp/cuzk-fparams
+porep_inputs() {
+    C1=/tmp/cuzk-c1-$1
+    if [ ! -f "$FP/.done-$1" ]; then
+        local t rc
+        t=$(date +%s)
+        "$D/cuzk" srs gen --porep "$1" --cache "$FP" --seed 1 > "$OUT/porep-gen-$1.log" 2>&1
+        rc=$?
+        [ $rc = 0 ] && touch "$FP/.done-$1"
+        say "porep srs gen $1 rc=$rc ($(( $(date +%s) - t )) s)"
+    fi
+    if [ ! -f "$C1/meta.json" ]; then
+        "$D/cuzk" gen-c1 --sector-size "$1" --seed 1 --out "$C1" > "$OUT/porep-c1-$1.log" 2>&1
+    fi
+    PID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
+    SID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
+}
+
 if [[ " $PHASES " == *" porep "* ]]; then
-    FP=/tmp/cuzk-fparams C1=/tmp/cuzk-c1
-    "$D/cuzk" srs gen --porep 2KiB --cache "$FP" --seed 1 > "$OUT/porep-gen.log" 2>&1
-    "$D/cuzk" gen-c1 --sector-size 2KiB --seed 1 --out "$C1" > "$OUT/porep-c1.log" 2>&1
-    P=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
-    S=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
-    timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" prove --config "$GPUCFG" --c1 "$C1/c1.json" --prover-id "$P" --sector-id "$S" \
-        --param-cache "$FP" --count "${POREP_COUNT:-20}" --seed 1 --verify > "$OUT/porep-cuzk.log" 2>&1
-    say "porep 2KiB x${POREP_COUNT:-20} rc=$?: $(grep -E '^cuzk|^wall|^verify' "$OUT/porep-cuzk.log" | tr '\n' ' ')"
+    for SZ in ${POREP_SIZES:-2KiB}; do
+        porep_inputs "$SZ"
+        timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" prove --config "$GPUCFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
+            --param-cache "$FP" --count "${POREP_COUNT:-20}" --seed 1 --verify > "$OUT/porep-cuzk-$SZ.log" 2>&1
+        say "porep $SZ x${POREP_COUNT:-20} rc=$?: $(grep -E '^cuzk|^wall|^verify' "$OUT/porep-cuzk-$SZ.log" | tr '\n' ' ')"
+    done
+fi
+
+if [[ " $PHASES " == *" porepbase "* ]]; then
+    # The baseline on the same parameters and C1: filecoin-proofs seal_commit_phase2
+    # with supraseal-c2, sequential, then from POREP_THREADS threads in one process.
+    # gpu-dist.sh ships it gzipped (its size).
+    PB="$D/porep-baseline"
+    if [ ! -x "$PB" ] && [ -f "$PB.gz" ]; then
+        gzip -dc "$PB.gz" > /tmp/porep-baseline && chmod +x /tmp/porep-baseline && PB=/tmp/porep-baseline
+    fi
+    for SZ in ${POREP_SIZES:-2KiB}; do
+        [ -x "$PB" ] || { say "porep-baseline: not in $D (WITH_POREP_BASELINE=1 scripts/gpu-dist.sh)"; break; }
+        porep_inputs "$SZ"
+        for T in $(printf '%s\n' 1 ${POREP_THREADS:-4} | awk '!seen[$0]++'); do
+            L="$OUT/porep-baseline-$SZ-t$T.log"
+            timeout "${BENCH_TIMEOUT:-300}" "$PB" --c1 "$C1/c1.json" --param-cache "$FP" \
+                --count "${POREP_COUNT:-20}" --threads "$T" > "$L" 2>&1
+            say "porep-baseline $SZ x${POREP_COUNT:-20} rc=$?: $(grep -E '^baseline' "$L" || tail -2 "$L" | tr '\n' ' ')"
+        done
+    done
 fi
 
 if [[ " $PHASES " == *" multi "* ]]; then
