@@ -411,8 +411,20 @@ fn gen_porep(size: &str, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()
         vk.display(),
         t.elapsed().as_secs_f64()
     );
+    // Non-interactive PoRep (API v1.2) proves with the same parameter file and then
+    // aggregates with the inner-product SRS: write a fake one unless one is there
+    // (never replace what may be the production file).
+    let ipp = porep::ipp_srs_file(&dir);
+    if !ipp.exists() {
+        porep::write_fake_ipp_srs(&ipp, FAKE_IPP_PROOFS, seed.unwrap_or_else(rand::random))?;
+        println!("fake inner-product SRS for up to {FAKE_IPP_PROOFS} aggregated proofs: {}", ipp.display());
+    }
     Ok(())
 }
+
+/// Proofs a fake inner-product SRS can aggregate: a 32GiB/64GiB NI-PoRep's 126
+/// partitions pad to 128.
+const FAKE_IPP_PROOFS: usize = 128;
 
 /// A C1 output for tests and benchmarks: seals random data with filecoin-proofs.
 fn cmd_gen_c1(a: GenC1Args) -> Result<ExitCode> {

@@ -15,7 +15,7 @@ use cuzk::{
 };
 use serde_json::Value;
 
-use common::porep::{ensure_params, fixture, fixture_for, param_cache, verify, PROOF};
+use common::porep::{ensure_ipp_srs, ensure_params, fixture, fixture_for, param_cache, verify, PROOF};
 
 fn engine(dir: PathBuf) -> Engine {
     let mut cfg: EngineConfig = small_config();
@@ -230,5 +230,58 @@ fn synthetic_porep_2kib_proves_and_verifies() {
     let bytes = out.proof_bytes();
     assert_eq!(bytes.len(), 192 * usize::from(proof.partitions()));
     assert!(verify(&f, f.sector_id, &bytes), "verify_seal rejected the synthetic-PoRep proof");
+    engine.shutdown();
+}
+
+/// API v1.2's non-interactive PoRep: 13 partition proofs (same parameter file as
+/// v1.1), aggregated with SnarkPack into the proof `seal_commit_phase2` returns, which
+/// `verify_seal` accepts; without the inner-product SRS the job fails in Ingest,
+/// naming the file. (13 CPU partitions: the slowest test, ~10 min on 2 cores.)
+#[test]
+fn non_interactive_porep_2kib_aggregates_and_verifies() {
+    let proof = RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
+    let dir = param_cache();
+    assert_eq!(
+        porep::parameter_files(&dir, proof).unwrap(),
+        porep::parameter_files(&dir, PROOF).unwrap(),
+        "NI-PoRep reuses the interactive parameters"
+    );
+    ensure_ipp_srs(&dir);
+    let f = fixture_for(proof, 41);
+    let e1 = engine(dir.clone());
+    let out = e1
+        .submit_blocking(JobSpec::porep_c1(f.wrapper_json.clone(), f.prover_id, f.sector_id))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    assert_eq!(out.proofs.len(), usize::from(proof.partitions()));
+    assert_eq!(out.proofs.len(), 13);
+    let bytes = out.proof_bytes();
+    assert_eq!(Some(&bytes), out.aggregate.as_ref(), "the job's proof is the aggregate");
+    assert!(verify(&f, f.sector_id, &bytes), "verify_seal rejected the aggregated NI-PoRep proof");
+    assert!(!verify(&f, f.sector_id + 1, &bytes), "an aggregate must not verify for another sector");
+    assert!(out.timings.ops.iter().any(|(n, _)| *n == "aggregate"), "aggregation is timed");
+    e1.shutdown();
+
+    // Parameters present, inner-product SRS missing.
+    let no_srs = dir.join("no-ipp-srs");
+    std::fs::create_dir_all(&no_srs).unwrap();
+    let ((p, v), (p2, v2)) =
+        (porep::parameter_files(&dir, PROOF).unwrap(), porep::parameter_files(&no_srs, PROOF).unwrap());
+    for (from, to) in [(p, p2), (v, v2)] {
+        if !to.exists() {
+            std::fs::copy(from, to).unwrap();
+        }
+    }
+    let engine = engine(no_srs);
+    let e = engine
+        .submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id))
+        .unwrap()
+        .wait_blocking()
+        .unwrap_err();
+    assert_eq!(e.stage(), Some(StageName::Ingest), "refused before any partition is proved: {e}");
+    let e = e.to_string();
+    assert!(e.contains(porep::IPP_SRS_FILE) && e.contains("srs gen"), "{e}");
+    assert_eq!(engine.snapshot_blocking().jobs.failed, 1);
     engine.shutdown();
 }

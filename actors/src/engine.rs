@@ -202,6 +202,7 @@ impl Engine {
             srs: OnceLock::new(),
             shape: OnceLock::new(),
             randomness_spec: spec.randomness.clone(),
+            aggregation: OnceLock::new(),
             cancel: CancelToken::default(),
             submitted: Instant::now(),
             fault: spec.fault,

@@ -42,6 +42,9 @@ pub enum JobError {
     /// A stage failed on one of the job's partitions.
     #[error("stage {stage} failed on partition {partition}: {error}")]
     Stage { stage: StageName, partition: u32, error: StageError },
+    /// Every partition was proved but aggregating them (non-interactive PoRep) failed.
+    #[error("aggregating the partition proofs failed: {0}")]
+    Aggregate(StageError),
     /// The job was cancelled before it finished.
     #[error("job cancelled")]
     Cancelled,

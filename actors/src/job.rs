@@ -305,6 +305,9 @@ pub struct JobContext {
     pub(crate) srs: OnceLock<Arc<ProvingKey>>,
     pub(crate) shape: OnceLock<(usize, Vec<(Scalar, Scalar)>)>,
     pub(crate) randomness_spec: Randomness,
+    /// Set by Ingest for non-interactive PoRep: the tracker aggregates the job's
+    /// partition proofs into one proof when the last one arrives.
+    pub(crate) aggregation: OnceLock<Aggregation>,
     pub cancel: CancelToken,
     pub submitted: Instant,
     pub fault: Option<Fault>,
@@ -349,6 +352,14 @@ impl JobContext {
     pub fn fault_for(&self, stage: StageName, partition: u32) -> Option<FaultKind> {
         self.fault.filter(|f| f.stage == stage && f.partition.is_none_or(|p| p == partition)).map(|f| f.kind)
     }
+}
+
+/// How a job's partition proofs become one aggregated proof (non-interactive PoRep).
+pub struct Aggregation {
+    /// The inner-product SRS (resident in the parameter cache).
+    pub srs: Arc<cuzk_synth::porep::IppSrs>,
+    /// The sector's comm_r, hashed into SnarkPack's transcript.
+    pub comm_r: [u8; 32],
 }
 
 impl fmt::Debug for JobContext {
@@ -400,12 +411,20 @@ pub struct JobOutput {
     pub id: JobId,
     /// One proof per partition, in partition order.
     pub proofs: Vec<Proof<Bls12>>,
+    /// Non-interactive PoRep: the SnarkPack aggregate of `proofs`, which is the
+    /// job's proof.
+    pub aggregate: Option<Vec<u8>>,
     pub timings: JobTimings,
 }
 
 impl JobOutput {
-    /// The proofs serialized back to back (192 bytes each), as Filecoin expects.
+    /// The job's proof as Filecoin expects it (what `seal_commit_phase2` returns): the
+    /// aggregate for non-interactive PoRep, else the partition proofs back to back
+    /// (192 bytes each).
     pub fn proof_bytes(&self) -> Vec<u8> {
+        if let Some(a) = &self.aggregate {
+            return a.clone();
+        }
         let mut out = Vec::with_capacity(self.proofs.len() * 192);
         for p in &self.proofs {
             p.write(&mut out).expect("writing to a Vec cannot fail");

@@ -53,6 +53,17 @@ pub fn ensure_params(dir: &std::path::Path, proof: RegisteredSealProof) {
     }
 }
 
+/// A fake inner-product SRS (non-interactive PoRep aggregation) in `dir` unless one
+/// is there; written to a temporary name and renamed into place.
+pub fn ensure_ipp_srs(dir: &std::path::Path) {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let path = porep::ipp_srs_file(dir);
+    if !path.exists() {
+        porep::write_fake_ipp_srs(&path, 128, 1).unwrap();
+    }
+}
+
 /// A sealed 2KiB sector's C1 output; deterministic per seed (miner f0<1000+seed>).
 pub fn fixture(seed: u64) -> C1Fixture {
     fixture_for(PROOF, seed)

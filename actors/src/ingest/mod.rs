@@ -17,7 +17,7 @@ pub use params::ParamCache;
 
 use crate::{
     error::StageError,
-    job::{ErasedCircuit, JobInput, PorepC1, StageName},
+    job::{Aggregation, ErasedCircuit, JobInput, PorepC1, StageName},
     runtime::{Stage, WorkItem},
 };
 
@@ -60,6 +60,12 @@ impl Stage for Ingest {
                     PorepC1::Parsed(c1) => *c1,
                 };
                 let srs = self.params.get(c1.registered_proof())?;
+                if c1.is_non_interactive() {
+                    // Found before any partition is proved: a missing SRS fails the
+                    // job now, not after minutes of GPU work.
+                    let agg = Aggregation { srs: self.params.ipp_srs()?, comm_r: c1.output.comm_r };
+                    let _ = base.job.aggregation.set(agg);
+                }
                 base.job.set_shape(srs, c1.partitions()).map_err(StageError::msg)?;
                 partition_circuits(c1)
                     .map_err(StageError::failed)?

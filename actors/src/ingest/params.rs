@@ -11,7 +11,7 @@ use std::{
 };
 
 use cuzk_srs::{LoadOptions, ProvingKey};
-use cuzk_synth::porep::{parameter_files, RegisteredSealProof};
+use cuzk_synth::porep::{ipp_srs_bytes, ipp_srs_file, load_ipp_srs, parameter_files, IppSrs, RegisteredSealProof};
 use tracing::{info, warn};
 
 use crate::{
@@ -34,6 +34,9 @@ pub struct ParamCache {
     opts: LoadOptions,
     budget: Arc<Ledger>,
     loaded: Mutex<HashMap<PathBuf, Resident>>,
+    /// The inner-product SRS (non-interactive PoRep), loaded on first use and kept;
+    /// charged to the budget like parameters, never evicted (tens of MB).
+    ipp: Mutex<Option<(Arc<IppSrs>, Reservation)>>,
     /// Held while loading (one load at a time), so that the map lock is never held
     /// through a load that takes minutes: hits, status and eviction go on meanwhile.
     loading: Mutex<()>,
@@ -42,7 +45,14 @@ pub struct ParamCache {
 impl ParamCache {
     /// A cache reading from `dir`, charging `budget` for what it keeps.
     pub fn new(dir: PathBuf, opts: LoadOptions, budget: Arc<Ledger>) -> Self {
-        ParamCache { dir, opts, budget, loaded: Mutex::new(HashMap::new()), loading: Mutex::new(()) }
+        ParamCache {
+            dir,
+            opts,
+            budget,
+            loaded: Mutex::new(HashMap::new()),
+            ipp: Mutex::new(None),
+            loading: Mutex::new(()),
+        }
     }
 
     /// The directory parameters are read from.
@@ -79,9 +89,65 @@ impl ParamCache {
         Ok(map.remove(&path).map(|r| r.bytes))
     }
 
-    /// Bytes of parameters resident now.
+    /// Bytes of parameters resident now (the inner-product SRS included).
     pub fn resident_bytes(&self) -> u64 {
-        self.lock().values().map(|r| r.bytes).sum()
+        let ipp = self.ipp.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |(_, r)| r.bytes());
+        self.lock().values().map(|r| r.bytes).sum::<u64>() + ipp
+    }
+
+    /// Reserves `bytes` from the host budget for something the cache will keep,
+    /// evicting idle parameters to make room and otherwise waiting for partitions
+    /// to free memory.
+    fn reserve_room(&self, bytes: u64) -> Result<Reservation, StageError> {
+        Ok(loop {
+            match self.budget.reserve(bytes)? {
+                Grant::Now(r) => break r,
+                // Withdraw the request (dropping the receiver) and make room if we can.
+                Grant::Later(_) if Self::evict_one_idle(&mut self.lock()) => continue,
+                Grant::Later(mut rx) => {
+                    // Wait for partitions to free memory, evicting parameters that
+                    // become idle meanwhile (they would otherwise hold it forever).
+                    warn!(bytes, "waiting for host memory to load parameters");
+                    break loop {
+                        match rx.try_recv() {
+                            Ok(r) => break r,
+                            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
+                                return Err(StageError::msg("host budget closed"))
+                            }
+                            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
+                        }
+                        Self::evict_one_idle(&mut self.lock());
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    };
+                }
+            }
+        })
+    }
+
+    /// The inner-product SRS that non-interactive PoRep aggregates with, loading it
+    /// on first use (`v28-fil-inner-product-v1.srs` in the cache directory).
+    ///
+    /// # Errors
+    /// When the file is missing or malformed (the error names it), or when the host
+    /// budget cannot hold it.
+    pub fn ipp_srs(&self) -> Result<Arc<IppSrs>, StageError> {
+        let resident = || self.ipp.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(s, _)| s.clone());
+        if let Some(srs) = resident() {
+            return Ok(srs);
+        }
+        let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(srs) = resident() {
+            return Ok(srs);
+        }
+        let t = Instant::now();
+        let path = ipp_srs_file(&self.dir);
+        let srs = load_ipp_srs(&path).map_err(StageError::failed)?;
+        let bytes = ipp_srs_bytes(&srs);
+        let reservation = self.reserve_room(bytes)?;
+        info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes, "inner-product SRS loaded");
+        let srs = Arc::new(srs);
+        *self.ipp.lock().unwrap_or_else(|e| e.into_inner()) = Some((srs.clone(), reservation));
+        Ok(srs)
     }
 
     /// The resident key for `path`, marked as used now.
@@ -141,29 +207,7 @@ impl ParamCache {
                 )))
             }
         };
-        let reservation = loop {
-            match self.budget.reserve(bytes)? {
-                Grant::Now(r) => break r,
-                // Withdraw the request (dropping the receiver) and make room if we can.
-                Grant::Later(_) if Self::evict_one_idle(&mut self.lock()) => continue,
-                Grant::Later(mut rx) => {
-                    // Wait for partitions to free memory, evicting parameters that
-                    // become idle meanwhile (they would otherwise hold it forever).
-                    warn!(bytes, "waiting for host memory to load parameters");
-                    break loop {
-                        match rx.try_recv() {
-                            Ok(r) => break r,
-                            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
-                                return Err(StageError::msg("host budget closed"))
-                            }
-                            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
-                        }
-                        Self::evict_one_idle(&mut self.lock());
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                    };
-                }
-            }
-        };
+        let reservation = self.reserve_room(bytes)?;
         let t = Instant::now();
         let key = Arc::new(ProvingKey::load(&path, self.opts).map_err(StageError::failed)?);
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes = key.heap_bytes(), "parameters loaded");

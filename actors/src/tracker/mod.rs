@@ -197,7 +197,7 @@ impl Handler<Counts> for JobTracker {
 /// A finished partition (from Assemble, or Verify when enabled).
 impl Handler<WorkItem<PartitionProof>> for JobTracker {
     type Result = ();
-    fn handle(&mut self, item: WorkItem<PartitionProof>, _: &mut Context<Self>) {
+    fn handle(&mut self, item: WorkItem<PartitionProof>, actx: &mut Context<Self>) {
         let id = item.job.id;
         let Some(e) = self.jobs.get_mut(&id) else {
             // The job already ended (failed or cancelled); drop the straggler.
@@ -227,8 +227,33 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
         if e.remaining == 0 {
             let mut timings = std::mem::take(&mut e.timings);
             timings.total = e.ctx.submitted.elapsed();
-            let proofs = e.proofs.iter_mut().map(|p| p.take().expect("all partitions present")).collect();
-            self.finish(id, Ok(JobOutput { id, proofs, timings }));
+            let proofs: Vec<_> = e.proofs.iter_mut().map(|p| p.take().expect("all partitions present")).collect();
+            let Some(agg) = e.ctx.aggregation.get() else {
+                self.finish(id, Ok(JobOutput { id, proofs, aggregate: None, timings }));
+                return;
+            };
+            // Non-interactive PoRep: SnarkPack over the partition proofs, seconds of
+            // CPU for a 32GiB sector's 126, so on a blocking thread; the job stays
+            // registered meanwhile (cancel, shutdown and status still reach it).
+            let (srs, comm_r) = (agg.srs.clone(), agg.comm_r);
+            let work = actix_rt::task::spawn_blocking(move || {
+                let t = std::time::Instant::now();
+                let r = cuzk_synth::porep::aggregate_ni_porep(&srs, &comm_r, &proofs);
+                (r.map(|a| (proofs, a)), t.elapsed())
+            });
+            actx.spawn(work.into_actor(self).map(move |res, act, _| {
+                let result = match res {
+                    Ok((Ok((proofs, aggregate)), took)) => {
+                        let mut timings = timings;
+                        timings.add_ops(&[("aggregate", took)]);
+                        timings.total = act.jobs.get(&id).map_or(timings.total, |e| e.ctx.submitted.elapsed());
+                        Ok(JobOutput { id, proofs, aggregate: Some(aggregate), timings })
+                    }
+                    Ok((Err(e), _)) => Err(JobError::Aggregate(StageError::failed(e))),
+                    Err(join) => Err(JobError::Aggregate(StageError::msg(format!("aggregation panicked: {join}")))),
+                };
+                act.finish(id, result);
+            }));
         }
     }
 }
