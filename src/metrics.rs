@@ -198,6 +198,40 @@ pub fn render(snap: &EngineSnapshot) -> String {
             let _ = writeln!(o, "{name} {v}");
         }
     }
+    if !snap.devices.is_empty() {
+        type Get = fn(&cuzk_gpu::DeviceStats) -> u64;
+        let per_device: [(&str, &str, &str, Get); 6] = [
+            (
+                "cuzk_device_vram_budget_bytes",
+                "gauge",
+                "Device memory cuzk may reserve (free at start minus backend.vram_margin).",
+                |d| d.vram_budget,
+            ),
+            ("cuzk_device_vram_reserved_bytes", "gauge", "Reserved: a/b/c workspace and resident parameters.", |d| {
+                d.vram_reserved
+            }),
+            ("cuzk_device_resident_parameter_sets", "gauge", "Parameter sets resident on the device.", |d| {
+                d.resident_sets as u64
+            }),
+            ("cuzk_device_cuda_errors_total", "counter", "Failed CUDA operations (each attempt).", |d| d.cuda_errors),
+            ("cuzk_device_oom_retries_total", "counter", "Partitions retried after an out-of-memory error.", |d| {
+                d.oom_retries
+            }),
+            ("cuzk_device_oom_recovered_total", "counter", "Retries after out-of-memory that succeeded.", |d| {
+                d.oom_recovered
+            }),
+        ];
+        for (name, kind, help, get) in per_device {
+            family(&mut o, name, kind, help);
+            for d in &snap.devices {
+                let _ = writeln!(o, "{name}{{device=\"{}\"}} {}", d.device, get(d));
+            }
+        }
+        family(&mut o, "cuzk_device_oom_errors_total", "counter", "Out-of-memory CUDA failures (each attempt).");
+        for d in &snap.devices {
+            let _ = writeln!(o, "cuzk_device_oom_errors_total{{device=\"{}\"}} {}", d.device, d.oom_errors);
+        }
+    }
     family(&mut o, "cuzk_uptime_seconds", "gauge", "Seconds since the engine started.");
     let _ = writeln!(o, "cuzk_uptime_seconds {}", snap.uptime.as_secs_f64());
     family(&mut o, "cuzk_backend_info", "gauge", "The proving backend in use.");

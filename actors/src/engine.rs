@@ -125,6 +125,9 @@ pub struct EngineSnapshot {
     /// The backend's pinned staging pool (CUDA backend only).
     #[serde(skip)]
     pub pinned: Option<cuzk_gpu::pinned::PinnedStats>,
+    /// Per-device VRAM budget and CUDA error counters (CUDA backend only).
+    #[serde(skip)]
+    pub devices: Vec<cuzk_gpu::DeviceStats>,
 }
 
 impl Engine {
@@ -285,6 +288,7 @@ impl Engine {
             host_budget: self.inner.host_ledger.snapshot(),
             jobs,
             pinned: self.pinned(),
+            devices: self.inner.backend_arc.device_stats(),
         }
     }
 

@@ -89,4 +89,31 @@ pub trait Backend: Send + Sync + 'static {
     fn pinned_stats(&self) -> Option<crate::pinned::PinnedStats> {
         None
     }
+
+    /// Per-device VRAM budget and error counters, for backends with devices.
+    fn device_stats(&self) -> Vec<DeviceStats> {
+        Vec::new()
+    }
+}
+
+/// One device's VRAM budget and error counters (CUDA backend).
+#[derive(Clone, Debug, Default)]
+pub struct DeviceStats {
+    /// Index among usable devices.
+    pub device: usize,
+    /// Device memory the backend may reserve: free memory when it started, minus
+    /// `vram_margin` (left to MSM temporaries and other processes).
+    pub vram_budget: u64,
+    /// Reserved now: the a/b/c workspace and resident parameter sets.
+    pub vram_reserved: u64,
+    /// Parameter sets resident on the device.
+    pub resident_sets: usize,
+    /// Failed CUDA operations (each attempt counts).
+    pub cuda_errors: u64,
+    /// Of those, out-of-memory failures.
+    pub oom_errors: u64,
+    /// Partitions retried after an out-of-memory failure (cached memory freed first).
+    pub oom_retries: u64,
+    /// Retries that succeeded.
+    pub oom_recovered: u64,
 }

@@ -68,6 +68,11 @@ mod imp {
         pub fn devices(&self) -> Vec<DeviceInfo> {
             match self._never {}
         }
+
+        /// Test hook: the next `n` executions fail as out of memory.
+        pub fn inject_oom(&self, _n: u32) {
+            match self._never {}
+        }
     }
 
     impl Backend for CudaBackend {
@@ -90,7 +95,7 @@ mod imp {
 mod imp {
     use std::{
         sync::{
-            atomic::{AtomicUsize, Ordering},
+            atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering},
             Arc, Mutex, MutexGuard, Weak,
         },
         time::{Duration, Instant},
@@ -106,7 +111,7 @@ mod imp {
         cpu::check_counts,
         ffi::{self, cuda},
         pinned::{PinnedPartition, PinnedPool, PinnedStats},
-        Backend, HostPartition, MsmResults, StagedPartition,
+        Backend, DeviceStats, HostPartition, MsmResults, StagedPartition,
     };
 
     /// Whether this build has CUDA code.
@@ -125,9 +130,43 @@ mod imp {
         resident: Vec<Resident>,
     }
 
+    impl DeviceState {
+        /// Device bytes held: the a/b/c workspace and the resident sets.
+        fn reserved(&self) -> u64 {
+            self.ws.as_ref().map_or(0, |w| ws_bytes(w.lg)) + self.resident.iter().map(|r| r.bytes).sum::<u64>()
+        }
+    }
+
+    /// The a/b/c workspace of a 2^lg domain.
+    fn ws_bytes(lg: u32) -> u64 {
+        (3 * 32u64) << lg
+    }
+
+    #[derive(Default)]
+    struct Counters {
+        errors: AtomicU64,
+        oom: AtomicU64,
+        retries: AtomicU64,
+        recovered: AtomicU64,
+        /// Mirror of `DeviceState::reserved`, readable without the device lock.
+        reserved: AtomicU64,
+        resident_sets: AtomicUsize,
+    }
+
+    /// One device: its state (one partition at a time), the VRAM budget every
+    /// device buffer is reserved from, and counters.
     struct Device {
         info: DeviceInfo,
         state: Mutex<DeviceState>,
+        budget: u64,
+        counters: Counters,
+    }
+
+    impl Device {
+        fn publish(&self, st: &DeviceState) {
+            self.counters.reserved.store(st.reserved(), Ordering::Relaxed);
+            self.counters.resident_sets.store(st.resident.len(), Ordering::Relaxed);
+        }
     }
 
     /// The CUDA backend.
@@ -136,6 +175,16 @@ mod imp {
         next: AtomicUsize,
         opts: CudaOptions,
         pinned: Arc<PinnedPool>,
+        /// Test hook: executions still to fail as out of memory.
+        inject_oom: AtomicU32,
+    }
+
+    /// Pointers and counts of a, b, c and the three scalar vectors of a staged
+    /// partition, and its domain.
+    struct Arrays {
+        ptrs: [*const u8; 6],
+        counts: [usize; 6],
+        lg: u32,
     }
 
     fn cuda_err(op: &'static str, dev: usize) -> impl Fn((i32, String)) -> GpuError {
@@ -177,16 +226,35 @@ mod imp {
                     total_mem: i.total_mem as u64,
                     free_mem: i.free_mem as u64,
                 };
-                info!(device = idx, name = %info.name, sms = info.sm_count, total_mem = info.total_mem, "gpu found");
-                devices.push(Device { info, state: Mutex::new(DeviceState::default()) });
+                let budget = info.free_mem.saturating_sub(opts.vram_margin);
+                info!(
+                    device = idx,
+                    name = %info.name,
+                    sms = info.sm_count,
+                    total_mem = info.total_mem,
+                    vram_budget = budget,
+                    "gpu found"
+                );
+                devices.push(Device {
+                    info,
+                    state: Mutex::new(DeviceState::default()),
+                    budget,
+                    counters: Counters::default(),
+                });
             }
             let pinned = PinnedPool::new(opts.pinned_memory, devices.first().map_or(0, |d| d.info.index));
-            Ok(CudaBackend { devices, next: AtomicUsize::new(0), opts, pinned })
+            Ok(CudaBackend { devices, next: AtomicUsize::new(0), opts, pinned, inject_oom: AtomicU32::new(0) })
         }
 
         /// Devices in use.
         pub fn devices(&self) -> Vec<DeviceInfo> {
             self.devices.iter().map(|d| d.info.clone()).collect()
+        }
+
+        /// Test hook: the next `n` executions fail as out of memory before they
+        /// touch the device (exercises the free-and-retry path without a real OOM).
+        pub fn inject_oom(&self, n: u32) {
+            self.inject_oom.store(n, Ordering::Relaxed);
         }
 
         /// A free device, or (all busy) the next one in turn.
@@ -220,10 +288,13 @@ mod imp {
                 return None;
             }
             let need = Self::resident_bytes(srs);
-            let d = &self.devices[dev].info;
+            let device = &self.devices[dev];
+            let d = &device.info;
             loop {
+                // Within this device's budget, and within what the driver says is
+                // free now (other processes share the device).
                 let free = cuda::info(d.index).map(|i| i.free_mem as u64).unwrap_or(0);
-                if free >= need + self.opts.vram_margin {
+                if st.reserved() + need <= device.budget && free >= need + self.opts.vram_margin {
                     break;
                 }
                 // Evict the least recently used set, if any, and look again.
@@ -244,6 +315,7 @@ mod imp {
                         "parameters resident on device"
                     );
                     st.resident.push(Resident { key, srs: r, bytes: need, last_used: Instant::now() });
+                    device.publish(st);
                     Some(st.resident.len() - 1)
                 }
                 Err((code, msg)) => {
@@ -311,12 +383,15 @@ mod imp {
                 return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
             }
             let (p, pin) = (staged.host, staged.pinned);
-            // Pointers and counts of a, b, c and the three scalar vectors: from the
-            // pinned copy when there is one, else from the host arrays.
-            let (ptrs, counts): ([*const u8; 6], [usize; 6]) = match &pin {
-                Some(pp) => ([0, 1, 2, 3, 4, 5].map(|i| pp.ptr::<u8>(i)), [0, 1, 2, 3, 4, 5].map(|i| pp.count(i))),
-                None => (
-                    [
+            // From the pinned copy when there is one, else from the host arrays.
+            let arrays = match &pin {
+                Some(pp) => Arrays {
+                    ptrs: [0, 1, 2, 3, 4, 5].map(|i| pp.ptr::<u8>(i)),
+                    counts: [0, 1, 2, 3, 4, 5].map(|i| pp.count(i)),
+                    lg: p.domain_log2,
+                },
+                None => Arrays {
+                    ptrs: [
                         p.a.as_ptr() as *const u8,
                         p.b.as_ptr() as *const u8,
                         p.c.as_ptr() as *const u8,
@@ -324,24 +399,128 @@ mod imp {
                         p.a_scalars.as_ptr() as *const u8,
                         p.b_scalars.as_ptr() as *const u8,
                     ],
-                    [p.a.len(), p.b.len(), p.c.len(), p.l_scalars.len(), p.a_scalars.len(), p.b_scalars.len()],
-                ),
+                    counts: [p.a.len(), p.b.len(), p.c.len(), p.l_scalars.len(), p.a_scalars.len(), p.b_scalars.len()],
+                    lg: p.domain_log2,
+                },
             };
-            check_counts(counts, p.domain_log2, srs)?;
+            check_counts(arrays.counts, p.domain_log2, srs)?;
             let (dev, mut st) = self.acquire();
-            let index = self.devices[dev].info.index;
-            if st.ws.as_ref().is_none_or(|w| w.lg < p.domain_log2) {
-                st.ws = None; // free the smaller one first
-                st.ws = Some(cuda::Workspace::new(index, p.domain_log2).map_err(cuda_err("allocate workspace", dev))?);
+            let device = &self.devices[dev];
+            let c = &device.counters;
+            let first = self.run(dev, &mut st, &arrays, srs, with_b_g2, self.opts.srs_resident);
+            let result = match first {
+                Err(GpuError::Cuda { op, code, msg, out_of_memory: true, .. }) => {
+                    // Free what this device caches (resident parameters, the a/b/c
+                    // workspace) and try once more, streaming the parameters: the
+                    // smallest footprint this partition can have.
+                    c.errors.fetch_add(1, Ordering::Relaxed);
+                    c.oom.fetch_add(1, Ordering::Relaxed);
+                    c.retries.fetch_add(1, Ordering::Relaxed);
+                    let freed = st.reserved();
+                    st.resident.clear();
+                    st.ws = None;
+                    device.publish(&st);
+                    warn!(device = dev, op, code, error = %msg, freed, "out of device memory; freed cached memory, retrying once");
+                    match self.run(dev, &mut st, &arrays, srs, with_b_g2, false) {
+                        Ok(r) => {
+                            c.recovered.fetch_add(1, Ordering::Relaxed);
+                            Ok(r)
+                        }
+                        Err(GpuError::Cuda { op, device, code, msg, out_of_memory }) => Err(GpuError::Cuda {
+                            op,
+                            device,
+                            code,
+                            msg: format!("{msg} (after freeing {freed} cached bytes and retrying once)"),
+                            out_of_memory,
+                        }),
+                        Err(e) => Err(e),
+                    }
+                }
+                r => r,
+            };
+            if let Err(GpuError::Cuda { out_of_memory, .. }) = &result {
+                c.errors.fetch_add(1, Ordering::Relaxed);
+                if *out_of_memory {
+                    c.oom.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            let resident = self.ensure_resident(dev, &mut st, srs);
+            device.publish(&st);
+            drop(st);
+            drop(pin);
+            result
+        }
+
+        fn device_stats(&self) -> Vec<DeviceStats> {
+            self.devices
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let c = &d.counters;
+                    DeviceStats {
+                        device: i,
+                        vram_budget: d.budget,
+                        vram_reserved: c.reserved.load(Ordering::Relaxed),
+                        resident_sets: c.resident_sets.load(Ordering::Relaxed),
+                        cuda_errors: c.errors.load(Ordering::Relaxed),
+                        oom_errors: c.oom.load(Ordering::Relaxed),
+                        oom_retries: c.retries.load(Ordering::Relaxed),
+                        oom_recovered: c.recovered.load(Ordering::Relaxed),
+                    }
+                })
+                .collect()
+        }
+    }
+
+    impl CudaBackend {
+        /// One attempt at a partition on device `dev` (its state locked by the caller).
+        fn run(
+            &self,
+            dev: usize,
+            st: &mut DeviceState,
+            arr: &Arrays,
+            srs: &ProvingKey,
+            with_b_g2: bool,
+            allow_resident: bool,
+        ) -> Result<MsmResults, GpuError> {
+            let device = &self.devices[dev];
+            let index = device.info.index;
+            if self.inject_oom.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+                return Err(GpuError::Cuda {
+                    op: "execute",
+                    device: dev,
+                    code: 2,
+                    msg: "out of memory (injected by the test hook)".into(),
+                    out_of_memory: true,
+                });
+            }
+            let lg = arr.lg;
+            if st.ws.as_ref().is_none_or(|w| w.lg < lg) {
+                st.ws = None; // free the smaller one first
+                let need = ws_bytes(lg);
+                // The workspace is required; resident parameters are not: evict them
+                // (least recently used first) until the workspace fits the budget.
+                while st.reserved() + need > device.budget && !st.resident.is_empty() {
+                    let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
+                    let r = st.resident.swap_remove(lru);
+                    info!(device = dev, bytes = r.bytes, "evicting resident parameters for the workspace");
+                }
+                if need > device.budget {
+                    device.publish(st);
+                    return Err(GpuError::VramBudget { device: dev, need, budget: device.budget });
+                }
+                st.ws = Some(cuda::Workspace::new(index, lg).map_err(cuda_err("allocate workspace", dev))?);
+                device.publish(st);
+            }
+            let resident = if allow_resident { self.ensure_resident(dev, st, srs) } else { None };
+            let ptrs = arr.ptrs;
+            let counts = arr.counts;
             let inputs = cuda::Inputs {
                 a: ptrs[0].cast(),
                 b: ptrs[1].cast(),
                 c: ptrs[2].cast(),
                 n: counts[0],
-                lg: p.domain_log2,
-                z_inv: z_inv(p.domain_log2),
+                lg,
+                z_inv: z_inv(lg),
                 l_s: ptrs[3].cast(),
                 nl: counts[3],
                 a_s: ptrs[4].cast(),
@@ -355,11 +534,10 @@ mod imp {
                 b1_pts: srs.b_g1.as_ptr(),
                 b2_pts: srs.b_g2.as_ptr(),
             };
-            let DeviceState { ws, resident: res, .. } = &mut *st;
+            let DeviceState { ws, resident: res, .. } = st;
             let ws = ws.as_mut().expect("workspace allocated above");
             let out = ws.execute(resident.map(|i| &res[i].srs), &inputs).map_err(cuda_err("execute", dev))?;
-            drop(st);
-            let timings = vec![
+            let mut timings = vec![
                 ("h2d_abc", ms(out.ms[0])),
                 ("ntt_h", ms(out.ms[1])),
                 ("msm_h", ms(out.ms[2])),
@@ -367,7 +545,6 @@ mod imp {
                 ("msm_a", ms(out.ms[4])),
                 ("msm_b_g1", ms(out.ms[5])),
             ];
-            let mut timings = timings;
             if with_b_g2 {
                 timings.push(("msm_b_g2", ms(out.ms[6])));
             }

@@ -15,6 +15,12 @@ pub enum GpuError {
     /// A CUDA call failed.
     #[error("CUDA error on device {device} during {op} (code {code}): {msg}")]
     Cuda { op: &'static str, device: usize, code: i32, msg: String, out_of_memory: bool },
+    /// A partition needs more device memory than the device's VRAM budget.
+    #[error(
+        "partition needs {need} bytes of device memory on device {device}; its VRAM budget is {budget} \
+         (free memory at start minus backend.vram_margin)"
+    )]
+    VramBudget { device: usize, need: u64, budget: u64 },
     /// A staged partition was handed to a backend that did not stage it.
     #[error("partition was staged by backend `{staged}` but executed on `{executing}`")]
     WrongBackend { staged: &'static str, executing: &'static str },

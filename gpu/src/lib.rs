@@ -21,7 +21,7 @@ mod error;
 mod ffi;
 pub mod pinned;
 
-pub use backend::{Backend, HostPartition, MsmResults, OpTimings, StagedPartition};
+pub use backend::{Backend, DeviceStats, HostPartition, MsmResults, OpTimings, StagedPartition};
 pub use error::GpuError;
 
 /// A scalar in canonical (non-Montgomery) little-endian form, as MSMs consume them.

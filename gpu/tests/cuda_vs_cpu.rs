@@ -10,7 +10,7 @@ use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu::{
     cpu::CpuBackend,
     cuda::{CudaBackend, CudaOptions, COMPILED},
-    Backend, HostPartition, ScalarBytes,
+    Backend, GpuError, HostPartition, ScalarBytes,
 };
 use cuzk_srs::ProvingKey;
 use ff::Field;
@@ -139,4 +139,61 @@ fn cuda_matches_cpu() {
     assert_eq!(big.in_use, 0, "every staged partition returned its buffer");
     assert!(small.allocated <= 64 << 20);
     assert_eq!(pageable.pinned_stats().unwrap().allocated, 0);
+}
+
+/// An out-of-memory failure frees the device's cached memory and retries once: one
+/// failure is absorbed (same result), two fail the partition with a clear error, and
+/// the device works afterwards. Counted in `device_stats`.
+#[test]
+fn out_of_memory_is_retried_once() {
+    if !COMPILED {
+        eprintln!("skipping: built without CUDA");
+        return;
+    }
+    let gpu = match CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() }) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+    };
+    let lg = 12;
+    let m = 1usize << lg;
+    let srs = fake_srs(m, m / 2, m / 3, m / 4);
+    let host = HostPartition {
+        a: scalars(m, 1),
+        b: scalars(m, 2),
+        c: scalars(m, 3),
+        domain_log2: lg,
+        l_scalars: bytes(&scalars(m / 2, 4)),
+        a_scalars: bytes(&scalars(m / 3, 5)),
+        b_scalars: bytes(&scalars(m / 4, 6)),
+    };
+    let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
+    // Warm: workspace and resident parameters reserved from the VRAM budget.
+    gpu.execute(gpu.stage(host.clone()).unwrap(), &srs, true).unwrap();
+    let s = gpu.device_stats()[0].clone();
+    assert!(s.vram_budget > 0 && s.vram_reserved > 0 && s.vram_reserved <= s.vram_budget, "{s:?}");
+    assert_eq!(s.resident_sets, 1, "{s:?}");
+
+    gpu.inject_oom(1);
+    let got = gpu.execute(gpu.stage(host.clone()).unwrap(), &srs, true).unwrap();
+    assert_eq!(got.h.to_affine(), want.h.to_affine(), "H after a retried OOM");
+    assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 after a retried OOM");
+    let s = gpu.device_stats()[0].clone();
+    assert_eq!((s.cuda_errors, s.oom_errors, s.oom_retries, s.oom_recovered), (1, 1, 1, 1), "{s:?}");
+    assert_eq!(s.resident_sets, 0, "the retry freed the resident parameters and streamed them");
+
+    gpu.inject_oom(2);
+    let e = gpu.execute(gpu.stage(host.clone()).unwrap(), &srs, true).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, GpuError::Cuda { out_of_memory: true, .. }), "{msg}");
+    assert!(msg.contains("out of memory") && msg.contains("retrying once"), "{msg}");
+    let s = gpu.device_stats()[0].clone();
+    assert_eq!((s.cuda_errors, s.oom_errors, s.oom_retries, s.oom_recovered), (3, 3, 2, 1), "{s:?}");
+
+    // The device still works, and parameters become resident again.
+    let got = gpu.execute(gpu.stage(host).unwrap(), &srs, true).unwrap();
+    assert_eq!(got.l.to_affine(), want.l.to_affine(), "L after a failed partition");
+    assert_eq!(gpu.device_stats()[0].resident_sets, 1);
 }
