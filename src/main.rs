@@ -181,7 +181,8 @@ struct ProveArgs {
     /// Makes witnesses and r/s deterministic (default: random).
     #[arg(long)]
     seed: Option<u64>,
-    /// Write the proofs here, 192 bytes each, in order.
+    /// Write the proof here: the partition proofs back to back (192 bytes each), or for
+    /// non-interactive PoRep the aggregate; with --count, one after another.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Verify every proof; exit non-zero unless all verify.
@@ -547,7 +548,7 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
         });
         let mut partitions = 0;
         let mut result = Ok(());
-        let mut busy = [std::time::Duration::ZERO; 7];
+        let mut busy = [std::time::Duration::ZERO; cuzk::StageName::ALL.len()];
         for h in rx {
             match h.map_err(anyhow::Error::from).and_then(|h| h.wait_blocking().map_err(anyhow::Error::from)) {
                 Ok(out) => {
@@ -1047,6 +1048,10 @@ fn main() -> ExitCode {
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
-    // SAFETY: _exit ends the process at once; nothing runs after it.
-    unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+    // SAFETY: fflush(NULL) flushes C stdio (CUDA/sppark may printf); _exit ends the
+    // process at once and nothing runs after it.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::_exit(if ok { 0 } else { 1 })
+    }
 }

@@ -495,18 +495,18 @@ mod imp {
             }
             let lg = arr.lg;
             if st.ws.as_ref().is_none_or(|w| w.lg < lg) {
-                st.ws = None; // free the smaller one first
                 let need = ws_bytes(lg);
-                // The workspace is required; resident parameters are not: evict them
-                // (least recently used first) until the workspace fits the budget.
+                if need > device.budget {
+                    // Never fits: fail before giving up what is cached.
+                    return Err(GpuError::VramBudget { device: dev, need, budget: device.budget });
+                }
+                st.ws = None; // free the smaller one first
+                              // The workspace is required; resident parameters are not: evict them
+                              // (least recently used first) until the workspace fits the budget.
                 while st.reserved() + need > device.budget && !st.resident.is_empty() {
                     let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
                     let r = st.resident.swap_remove(lru);
                     info!(device = dev, bytes = r.bytes, "evicting resident parameters for the workspace");
-                }
-                if need > device.budget {
-                    device.publish(st);
-                    return Err(GpuError::VramBudget { device: dev, need, budget: device.budget });
                 }
                 st.ws = Some(cuda::Workspace::new(index, lg).map_err(cuda_err("allocate workspace", dev))?);
                 device.publish(st);

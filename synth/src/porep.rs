@@ -594,7 +594,7 @@ pub fn write_fake_ipp_srs(path: &Path, max_proofs: usize, seed: u64) -> Result<(
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
     let srs: IppSrs = bellperson::groth16::aggregate::setup_fake_srs(&mut rng, max_proofs.next_power_of_two());
     let bad = |e: std::io::Error| PorepError::IppSrs(format!("{}: {e}", path.display()));
-    let tmp = path.with_extension("srs.tmp");
+    let tmp = path.with_extension(format!("srs.tmp{}", std::process::id()));
     let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(bad)?);
     srs.write(&mut f).map_err(bad)?;
     std::io::Write::flush(&mut f).map_err(bad)?;
@@ -606,19 +606,32 @@ pub fn write_fake_ipp_srs(path: &Path, max_proofs: usize, seed: u64) -> Result<(
 /// the proof `seal_commit_phase2` returns, as filecoin-proofs'
 /// `aggregate_seal_commit_proofs` does for one sector: pad to a power of two (at
 /// least 2) by repeating the last proof, SnarkPack v2 with the SHA-256 of `comm_r`
-/// in the transcript.
+/// in the transcript. Then verifies the aggregate against the partitions' public
+/// inputs (padded the same way) and `vk`, as `seal_commit_phase2` does: a wrong
+/// inner-product SRS must fail here, not on chain.
 ///
 /// # Errors
 /// [`PorepError::IppSrs`] when the SRS is too small for the proof count,
-/// [`PorepError::Aggregate`] with bellperson's error.
+/// [`PorepError::Aggregate`] with bellperson's error or when the aggregate does not
+/// verify.
 pub fn aggregate_ni_porep(
     srs: &IppSrs,
+    vk: &bellperson::groth16::VerifyingKey<blstrs::Bls12>,
     comm_r: &[u8; 32],
     proofs: &[bellperson::groth16::Proof<blstrs::Bls12>],
+    inputs: &[Vec<blstrs::Scalar>],
 ) -> Result<Vec<u8>, PorepError> {
-    use bellperson::groth16::aggregate::{aggregate_proofs, AggregateVersion};
+    use bellperson::groth16::{
+        aggregate::{aggregate_proofs, verify_aggregate_proof, AggregateVersion},
+        prepare_verifying_key,
+    };
     use sha2::Digest;
-    let last = proofs.last().ok_or_else(|| PorepError::Aggregate("no partition proofs".into()))?;
+    let (Some(last), Some(last_inputs)) = (proofs.last(), inputs.last()) else {
+        return Err(PorepError::Aggregate("no partition proofs".into()));
+    };
+    if inputs.len() != proofs.len() {
+        return Err(PorepError::Aggregate(format!("{} proofs but {} input sets", proofs.len(), inputs.len())));
+    }
     let target = if proofs.len() == 1 { 2 } else { proofs.len().next_power_of_two() };
     let mut padded = proofs.to_vec();
     padded.resize(target, last.clone());
@@ -634,6 +647,24 @@ pub fn aggregate_ni_porep(
     let transcript: [u8; 32] = sha2::Sha256::digest(comm_r).into();
     let agg = aggregate_proofs::<blstrs::Bls12>(&prover_srs, &transcript, &padded, AggregateVersion::V2)
         .map_err(|e| PorepError::Aggregate(e.to_string()))?;
+    let mut padded_inputs = inputs.to_vec();
+    padded_inputs.resize(target, last_inputs.clone());
+    let ok = verify_aggregate_proof(
+        &srs.specialize_vk(target),
+        &prepare_verifying_key(vk),
+        rand::rngs::OsRng,
+        &padded_inputs,
+        &agg,
+        &transcript,
+        AggregateVersion::V2,
+    )
+    .map_err(|e| PorepError::Aggregate(format!("verifying the aggregate: {e}")))?;
+    if !ok {
+        return Err(PorepError::Aggregate(format!(
+            "the aggregate does not verify against the partitions' public inputs: is {IPP_SRS_FILE} in the \
+             parameter cache the one the verifier uses?"
+        )));
+    }
     let mut out = Vec::new();
     agg.write(&mut out).map_err(|e| PorepError::Aggregate(e.to_string()))?;
     Ok(out)
@@ -656,6 +687,19 @@ mod tests {
             .collect()
     }
 
+    fn fake_vk(inputs: usize) -> bellperson::groth16::VerifyingKey<blstrs::Bls12> {
+        let (g1, g2) = (blstrs::G1Affine::generator(), blstrs::G2Affine::generator());
+        bellperson::groth16::VerifyingKey {
+            alpha_g1: g1,
+            beta_g1: g1,
+            beta_g2: g2,
+            gamma_g2: g2,
+            delta_g1: g1,
+            delta_g2: g2,
+            ic: vec![g1; inputs + 1],
+        }
+    }
+
     #[test]
     fn ipp_srs_errors_name_the_problem() {
         let dir = std::env::temp_dir().join(format!("cuzk-ipp-{}", std::process::id()));
@@ -668,12 +712,16 @@ mod tests {
         write_fake_ipp_srs(&path, 4, 1).unwrap();
         let srs = load_ipp_srs(&path).unwrap();
         assert_eq!(srs.g_alpha_powers.len(), 8);
-        let e = aggregate_ni_porep(&srs, &[1; 32], &proofs(13)).unwrap_err().to_string();
+        let vk = fake_vk(2);
+        let inputs = |n| vec![vec![blstrs::Scalar::from(5u64), blstrs::Scalar::from(7u64)]; n];
+        let e = aggregate_ni_porep(&srs, &vk, &[1; 32], &proofs(13), &inputs(13)).unwrap_err().to_string();
         assert!(e.contains("16 proofs need 32"), "{e}");
-        // 3 proofs pad to 4: fits, and the output is a serialized aggregate.
-        let agg = aggregate_ni_porep(&srs, &[1; 32], &proofs(3)).unwrap();
-        let parsed = bellperson::groth16::aggregate::AggregateProof::<blstrs::Bls12>::read(&agg[..]).unwrap();
-        assert_eq!(parsed.tmipp.gipa.nproofs, 4);
+        let e = aggregate_ni_porep(&srs, &vk, &[1; 32], &proofs(3), &inputs(2)).unwrap_err().to_string();
+        assert!(e.contains("3 proofs but 2 input sets"), "{e}");
+        // 3 proofs pad to 4 and fit; they are not valid Groth16 proofs, so the
+        // aggregate must not verify (the valid path: tests/porep.rs, tests/gpu.rs).
+        let e = aggregate_ni_porep(&srs, &vk, &[1; 32], &proofs(3), &inputs(3)).unwrap_err().to_string();
+        assert!(e.contains("does not verify") && e.contains(IPP_SRS_FILE), "{e}");
 
         // Truncated: refused with the file named, no panic.
         let bytes = std::fs::read(&path).unwrap();

@@ -59,13 +59,15 @@ impl Stage for Ingest {
                     PorepC1::Raw(bytes) => parse_c1(&bytes, self.max_input_bytes).map_err(StageError::failed)?,
                     PorepC1::Parsed(c1) => *c1,
                 };
-                let srs = self.params.get(c1.registered_proof())?;
                 if c1.is_non_interactive() {
                     // Found before any partition is proved: a missing SRS fails the
-                    // job now, not after minutes of GPU work.
+                    // job now, not after minutes of GPU work. Loaded before the
+                    // parameters, so that waiting for room for it never happens while
+                    // this job holds parameters nobody can evict.
                     let agg = Aggregation { srs: self.params.ipp_srs()?, comm_r: c1.output.comm_r };
                     let _ = base.job.aggregation.set(agg);
                 }
+                let srs = self.params.get(c1.registered_proof())?;
                 base.job.set_shape(srs, c1.partitions()).map_err(StageError::msg)?;
                 partition_circuits(c1)
                     .map_err(StageError::failed)?

@@ -24,7 +24,11 @@ pub type JobResult = Result<JobOutput, JobError>;
 struct Entry {
     ctx: Arc<JobContext>,
     proofs: Vec<Option<Proof<Bls12>>>,
+    /// Each partition's public inputs, kept for jobs whose aggregate is verified.
+    inputs: Vec<Vec<blstrs::Scalar>>,
     remaining: usize,
+    /// All partitions are in and the aggregate is being made: stragglers are dropped.
+    aggregating: bool,
     timings: JobTimings,
     done: oneshot::Sender<JobResult>,
 }
@@ -127,7 +131,15 @@ impl Handler<Register> for JobTracker {
         // the proof slots are sized when the first partition arrives.
         self.jobs.insert(
             m.ctx.id,
-            Entry { ctx: m.ctx, proofs: Vec::new(), remaining: 0, timings: JobTimings::default(), done: m.done },
+            Entry {
+                ctx: m.ctx,
+                proofs: Vec::new(),
+                inputs: Vec::new(),
+                remaining: 0,
+                aggregating: false,
+                timings: JobTimings::default(),
+                done: m.done,
+            },
         );
     }
 }
@@ -199,13 +211,17 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
     type Result = ();
     fn handle(&mut self, item: WorkItem<PartitionProof>, actx: &mut Context<Self>) {
         let id = item.job.id;
-        let Some(e) = self.jobs.get_mut(&id) else {
-            // The job already ended (failed or cancelled); drop the straggler.
+        let Some(e) = self.jobs.get_mut(&id).filter(|e| !e.aggregating) else {
+            // The job already ended (failed or cancelled) or has all its proofs;
+            // drop the straggler.
             return;
         };
         if e.proofs.is_empty() {
             let n = e.ctx.partitions().expect("partition count is set before partitions exist");
             e.proofs = vec![None; n];
+            if e.ctx.aggregation.get().is_some() {
+                e.inputs = vec![Vec::new(); n];
+            }
             e.remaining = n;
         }
         let Some(slot) = e.proofs.get_mut(item.partition as usize) else {
@@ -217,6 +233,9 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
             return;
         }
         *slot = Some(item.payload.proof);
+        if let Some(i) = e.inputs.get_mut(item.partition as usize) {
+            *i = item.payload.public_inputs;
+        }
         e.remaining -= 1;
         for (acc, t) in e.timings.stages.iter_mut().zip(item.trace.stages.iter()) {
             acc.queue_wait += t.queue_wait;
@@ -235,10 +254,12 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
             // Non-interactive PoRep: SnarkPack over the partition proofs, seconds of
             // CPU for a 32GiB sector's 126, so on a blocking thread; the job stays
             // registered meanwhile (cancel, shutdown and status still reach it).
-            let (srs, comm_r) = (agg.srs.clone(), agg.comm_r);
+            e.aggregating = true;
+            let (srs, comm_r, key) = (agg.srs.clone(), agg.comm_r, e.ctx.srs().clone());
+            let inputs = std::mem::take(&mut e.inputs);
             let work = actix_rt::task::spawn_blocking(move || {
                 let t = std::time::Instant::now();
-                let r = cuzk_synth::porep::aggregate_ni_porep(&srs, &comm_r, &proofs);
+                let r = cuzk_synth::porep::aggregate_ni_porep(&srs, &key.vk, &comm_r, &proofs, &inputs);
                 (r.map(|a| (proofs, a)), t.elapsed())
             });
             actx.spawn(work.into_actor(self).map(move |res, act, _| {
@@ -250,7 +271,9 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
                         Ok(JobOutput { id, proofs, aggregate: Some(aggregate), timings })
                     }
                     Ok((Err(e), _)) => Err(JobError::Aggregate(StageError::failed(e))),
-                    Err(join) => Err(JobError::Aggregate(StageError::msg(format!("aggregation panicked: {join}")))),
+                    Err(join) => {
+                        Err(JobError::Aggregate(StageError::msg(format!("aggregation did not finish: {join}"))))
+                    }
                 };
                 act.finish(id, result);
             }));
