@@ -607,8 +607,9 @@ pub fn write_fake_ipp_srs(path: &Path, max_proofs: usize, seed: u64) -> Result<(
 /// `aggregate_seal_commit_proofs` does for one sector: pad to a power of two (at
 /// least 2) by repeating the last proof, SnarkPack v2 with the SHA-256 of `comm_r`
 /// in the transcript. Then verifies the aggregate against the partitions' public
-/// inputs (padded the same way) and `vk`, as `seal_commit_phase2` does: a wrong
-/// inner-product SRS must fail here, not on chain.
+/// inputs (padded the same way) and `vk`, as `seal_commit_phase2` does. That catches
+/// a bad partition proof or wrong inputs; it uses the same SRS, so it cannot tell
+/// whether the SRS is the one the chain's verifier uses.
 ///
 /// # Errors
 /// [`PorepError::IppSrs`] when the SRS is too small for the proof count,
@@ -661,8 +662,8 @@ pub fn aggregate_ni_porep(
     .map_err(|e| PorepError::Aggregate(format!("verifying the aggregate: {e}")))?;
     if !ok {
         return Err(PorepError::Aggregate(format!(
-            "the aggregate does not verify against the partitions' public inputs: is {IPP_SRS_FILE} in the \
-             parameter cache the one the verifier uses?"
+            "the aggregate does not verify against the partitions' public inputs and verifying key (a bad \
+             partition proof, or a corrupt {IPP_SRS_FILE})"
         )));
     }
     let mut out = Vec::new();
