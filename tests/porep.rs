@@ -87,6 +87,31 @@ fn partition_circuit_matches_filecoin_proofs() {
     key.check_shape(&ours).unwrap();
 }
 
+/// Pre-compiled synthesis (record one partition's R1CS, then compute only
+/// witnesses) gives the same assignments as plain synthesis: for other partitions of
+/// the same sector (other challenges) and for another sector's interactive circuit,
+/// which shares the parameters and so the structure.
+#[test]
+fn precompiled_synthesis_equals_plain() {
+    use cuzk::synth::SynthMode;
+    let ni = fixture_for(RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep, 41);
+    let circuits = |f: &C1Fixture| porep::partition_circuits(porep::parse_c1(&f.c1_json, usize::MAX).unwrap()).unwrap();
+    let mut parts = circuits(&ni);
+    let (recorded, pre) = parts.remove(0).synthesize_with(SynthMode::Record).unwrap();
+    let pre = pre.expect("a 2KiB partition is recorded");
+    assert_eq!(recorded, circuits(&ni).remove(0).synthesize().unwrap(), "recording does not change the result");
+    let (plain, other) = (circuits(&ni).remove(11), parts.remove(10));
+    let plain = plain.synthesize().unwrap();
+    let (fast, none) = other.synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+    assert!(none.is_none());
+    assert_ne!(plain.aux, recorded.aux, "another partition has another witness");
+    assert!(fast == plain, "partition 11: pre-compiled and plain assignments differ");
+    let interactive = fixture(2);
+    let plain = circuits(&interactive).remove(0).synthesize().unwrap();
+    let (fast, _) = circuits(&interactive).remove(0).synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+    assert!(fast == plain, "interactive sector: pre-compiled and plain assignments differ");
+}
+
 fn edit(json: &[u8], f: impl FnOnce(&mut Value)) -> Vec<u8> {
     let mut v: Value = serde_json::from_slice(json).unwrap();
     f(&mut v);
@@ -261,6 +286,11 @@ fn non_interactive_porep_2kib_aggregates_and_verifies() {
     assert!(verify(&f, f.sector_id, &bytes), "verify_seal rejected the aggregated NI-PoRep proof");
     assert!(!verify(&f, f.sector_id + 1, &bytes), "an aggregate must not verify for another sector");
     assert!(out.timings.ops.iter().any(|(n, _)| *n == "aggregate"), "aggregation is timed");
+    let ops: Vec<_> = out.timings.ops.iter().map(|(n, _)| *n).collect();
+    assert!(
+        ops.contains(&"synth_record") && ops.contains(&"synth_precompiled"),
+        "one partition records the circuit, later ones use the recording: {ops:?}"
+    );
     e1.shutdown();
 
     // Parameters present, inner-product SRS missing.

@@ -12,7 +12,7 @@ use std::{
 use bellperson::{groth16::Proof, Circuit};
 use blstrs::{Bls12, Scalar};
 use cuzk_srs::ProvingKey;
-use cuzk_synth::{Assignment, SynthError};
+use cuzk_synth::{Assignment, Precompiled, SynthError, SynthMode};
 use ff::Field;
 use rand::{rngs::OsRng, SeedableRng};
 use serde::Serialize;
@@ -135,16 +135,25 @@ pub struct Fault {
 
 /// A circuit with its type erased, synthesized by the Synthesize stage.
 pub trait ErasedCircuit: Send {
-    /// Runs the circuit's synthesis into an assignment.
+    /// Runs the circuit's synthesis into an assignment, in `mode`; returns the
+    /// recorded structure for [`SynthMode::Record`] (see `cuzk_synth::Precompiled`).
     ///
     /// # Errors
-    /// The circuit's synthesis error.
-    fn synthesize(self: Box<Self>) -> Result<Assignment, SynthError>;
+    /// The circuit's synthesis error, or a structure mismatch in
+    /// [`SynthMode::Precompiled`].
+    fn synthesize_with(self: Box<Self>, mode: SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError>;
+
+    /// Whether recording this circuit's structure once and then computing only
+    /// witnesses pays off (costly synthesis, many instances per parameter set). The
+    /// Synthesize stage only pre-compiles circuits that say so.
+    fn precompile(&self) -> bool {
+        false
+    }
 }
 
 impl<C: Circuit<Scalar> + Send> ErasedCircuit for C {
-    fn synthesize(self: Box<Self>) -> Result<Assignment, SynthError> {
-        cuzk_synth::synthesize(*self)
+    fn synthesize_with(self: Box<Self>, mode: SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> {
+        cuzk_synth::synthesize_in(*self, mode)
     }
 }
 

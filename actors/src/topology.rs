@@ -24,7 +24,7 @@ use crate::{
     prove_gpu::{ProveGpu, SelectedBackend},
     runtime::{Stage, StageActor, StageControl, StageFactory, StageLimits, WorkItem},
     stage_pcie::StagePcie,
-    synthesize::Synthesize,
+    synthesize::{CompiledCache, Synthesize},
     timeline::Timeline,
     tracker::{JobTracker, SetStages},
     verify::Verify,
@@ -125,7 +125,9 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         BG2Placement::Auto => backend.name() == "cpu",
     };
     let prepare = b.stage(move || PrepareMsm { b_g2_on_cpu }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
-    let synth = b.stage(|| Synthesize, cfg.synthesize.limits(), prepare.recipient(), true)?;
+    let compiled = Arc::new(CompiledCache::new(cfg.synthesize.precompile, host_ledger.clone()));
+    let synth =
+        b.stage(move || Synthesize { compiled: compiled.clone() }, cfg.synthesize.limits(), prepare.recipient(), true)?;
     let params =
         Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), cuzk_srs::LoadOptions::default(), host_ledger.clone()));
     if !cfg.ingest.preload.is_empty() {

@@ -9,4 +9,7 @@ pub enum SynthError {
     /// A synthetic-circuit specification that cannot be built.
     #[error("invalid synthetic circuit: {0}")]
     InvalidSpec(String),
+    /// A circuit synthesized with a recording of another circuit's structure.
+    #[error("circuit does not match its pre-compiled structure: {0}")]
+    StructureMismatch(String),
 }

@@ -17,11 +17,13 @@ mod assignment;
 mod density;
 mod error;
 pub mod porep;
+mod precompiled;
 mod synthetic;
 
 pub use assignment::{synthesize, Assignment, CircuitShape, ProvingAssignment};
 pub use density::Density;
 pub use error::SynthError;
+pub use precompiled::{synthesize_in, synthesize_precompiled, synthesize_recording, Precompiled, SynthMode};
 pub use synthetic::{SyntheticCircuit, SyntheticSpec};
 
 /// The scalar field every circuit here is over (BLS12-381's Fr).

@@ -21,7 +21,7 @@ use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
 use thiserror::Error;
 
-use crate::{synthesize, Assignment, SynthError};
+use crate::{synthesize_in, Assignment, Precompiled, SynthError, SynthMode};
 
 /// Why a C1 input was refused.
 #[derive(Debug, Error)]
@@ -198,8 +198,10 @@ fn nonempty<T>(v: &[Vec<T>]) -> usize {
     }
 }
 
+type SynthFn = Box<dyn FnOnce(SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> + Send>;
+
 /// One partition, ready to synthesize (its circuit type erased).
-pub struct PorepPartition(Box<dyn FnOnce() -> Result<Assignment, SynthError> + Send>);
+pub struct PorepPartition(SynthFn);
 
 impl PorepPartition {
     /// Synthesizes the partition's circuit.
@@ -207,7 +209,17 @@ impl PorepPartition {
     /// # Errors
     /// The circuit's synthesis error.
     pub fn synthesize(self) -> Result<Assignment, SynthError> {
-        (self.0)()
+        (self.0)(SynthMode::Plain).map(|(a, _)| a)
+    }
+
+    /// Synthesizes the partition's circuit in `mode`; the recording is returned for
+    /// [`SynthMode::Record`] (`None` if the circuit was too large to record).
+    ///
+    /// # Errors
+    /// The circuit's synthesis error, or a structure mismatch in
+    /// [`SynthMode::Precompiled`].
+    pub fn synthesize_with(self, mode: SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> {
+        (self.0)(mode)
     }
 }
 
@@ -249,7 +261,7 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTre
                 Some(k),
             )
             .map_err(err)?;
-            Ok(PorepPartition(Box::new(move || synthesize(circuit))))
+            Ok(PorepPartition(Box::new(move |mode| synthesize_in(circuit, mode))))
         })
         .collect()
 }

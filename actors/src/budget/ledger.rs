@@ -114,6 +114,20 @@ impl Ledger {
         Ok(Grant::Later(rx))
     }
 
+    /// Takes `bytes` now if they fit, ahead of any waiters; `None` otherwise. For
+    /// optional holdings that must never wait (a cache that can do without), not
+    /// for partitions, which keep their FIFO order through [`Ledger::reserve`].
+    pub fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+        let mut s = self.lock();
+        if s.used + bytes > self.capacity {
+            return None;
+        }
+        s.used += bytes;
+        s.peak = s.peak.max(s.used);
+        s.grants += 1;
+        Some(Reservation { ledger: Some(self.clone()), bytes })
+    }
+
     fn release(self: &Arc<Self>, bytes: u64) {
         let mut s = self.lock();
         s.used -= bytes;

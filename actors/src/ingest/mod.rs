@@ -10,7 +10,7 @@ use std::sync::Arc;
 pub use config::IngestConfig;
 use cuzk_synth::{
     porep::{parse_c1, partition_circuits, PorepPartition},
-    Assignment, SynthError,
+    Assignment, Precompiled, SynthError, SynthMode,
 };
 pub use messages::PartitionCircuit;
 pub use params::ParamCache;
@@ -31,8 +31,14 @@ pub struct Ingest {
 struct Porep(PorepPartition);
 
 impl ErasedCircuit for Porep {
-    fn synthesize(self: Box<Self>) -> Result<Assignment, SynthError> {
-        self.0.synthesize()
+    fn synthesize_with(self: Box<Self>, mode: SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> {
+        self.0.synthesize_with(mode)
+    }
+
+    /// PoRep synthesis (SHA-256 and Poseidon gadgets) is most of a partition's CPU
+    /// time, and every partition of a proof type has the same structure.
+    fn precompile(&self) -> bool {
+        true
     }
 }
 

@@ -2,11 +2,17 @@
 //! input/aux assignments, A/B densities). Reserves the partition's whole host-memory
 //! estimate first; the reservation then travels with the partition.
 
+mod compiled;
 mod config;
 
+use std::{sync::Arc, time::Instant};
+
+pub use compiled::CompiledCache;
+use compiled::Plan;
 pub use config::SynthesizeConfig;
 use cuzk_srs::ProvingKey;
 pub use cuzk_synth::Assignment;
+use cuzk_synth::SynthMode;
 
 use crate::{
     error::StageError,
@@ -16,7 +22,10 @@ use crate::{
 };
 
 /// The Synthesize stage.
-pub struct Synthesize;
+pub struct Synthesize {
+    /// Recorded circuit structures, shared by the stage's workers.
+    pub compiled: Arc<CompiledCache>,
+}
 
 /// Host bytes one partition proved against `srs` holds at its peak, from the
 /// parameter sizes alone (known before synthesis): a/b/c padded to the domain, the
@@ -41,8 +50,27 @@ impl Stage for Synthesize {
     }
 
     fn process(&self, item: WorkItem<PartitionCircuit>) -> Result<Vec<WorkItem<Assignment>>, StageError> {
-        let (circuit, base) = item.take();
-        let assignment = circuit.0.synthesize().map_err(StageError::failed)?;
+        let (PartitionCircuit(circuit), mut base) = item.take();
+        let key = base.job.srs().clone();
+        let plan = if circuit.precompile() { self.compiled.plan(&key) } else { Plan::Plain };
+        let t = Instant::now();
+        let (op, result) = match &plan {
+            Plan::Plain => ("synth_plain", circuit.synthesize_with(SynthMode::Plain)),
+            Plan::Record => ("synth_record", circuit.synthesize_with(SynthMode::Record)),
+            Plan::Use(pre) => ("synth_precompiled", circuit.synthesize_with(SynthMode::Precompiled(pre))),
+        };
+        let assignment = match (plan, result) {
+            (Plan::Record, Ok((a, pre))) => {
+                self.compiled.recorded(&key, pre);
+                a
+            }
+            (Plan::Record, Err(e)) => {
+                self.compiled.abandon(&key);
+                return Err(StageError::failed(e));
+            }
+            (_, r) => r.map_err(StageError::failed)?.0,
+        };
+        base.trace.add_ops(&[(op, t.elapsed())]);
         // Fail here, with the sizes, rather than deep inside an MSM.
         base.job.srs().check_shape(&assignment.shape()).map_err(StageError::failed)?;
         Ok(vec![base.with(assignment)])

@@ -1,0 +1,211 @@
+//! Recorded circuit structures ([`Precompiled`]), one per parameter set, shared by
+//! the Synthesize workers.
+//!
+//! A Groth16 proving key fixes the constraint matrices, so all partitions proved with
+//! one key share one recording. The first partition of a key that asks for it
+//! ([`ErasedCircuit::precompile`](crate::job::ErasedCircuit::precompile)) records
+//! while it synthesizes; partitions that arrive meanwhile synthesize the plain way
+//! (nobody waits); later ones compute only their witness. A recording lives as long
+//! as its key: slots are keyed by the key's address and dropped when the key is.
+//! Its bytes are reserved from the host budget before recording (an estimate from
+//! the domain size, trimmed to the real size after); when the budget has no room,
+//! that key's partitions synthesize the plain way and try again 10 s later.
+
+use std::{
+    sync::{Arc, Mutex, Weak},
+    time::{Duration, Instant},
+};
+
+use cuzk_srs::ProvingKey;
+use cuzk_synth::Precompiled;
+use tracing::{info, warn};
+
+use crate::budget::{Ledger, Reservation};
+
+enum State {
+    /// One partition is recording; `Reservation` holds the estimate.
+    Recording(Reservation),
+    Ready(Arc<Precompiled>, #[allow(dead_code)] Reservation),
+    /// No budget room for a recording: plain synthesis until `Instant`, then retry.
+    Backoff(Instant),
+    /// Not recordable (too large for the compact encoding).
+    Off,
+}
+
+struct Slot {
+    key: Weak<ProvingKey>,
+    state: State,
+}
+
+/// What a partition should do.
+pub enum Plan {
+    Plain,
+    Record,
+    Use(Arc<Precompiled>),
+}
+
+/// How long a key stays on plain synthesis after the budget had no room to record.
+const BACKOFF: Duration = Duration::from_secs(10);
+
+/// Upper estimate of a recording's bytes for `key`, reserved before recording:
+/// 64 bytes per domain element. Measured on 2KiB PoRep: 5.6 entries of 8 bytes and
+/// 3 row ends of 4 bytes per constraint, 57 bytes per constraint; its domain is
+/// 1.56x its constraints, so the estimate is about 1.7x the real size.
+fn estimate(key: &ProvingKey) -> u64 {
+    64 * key.domain_size() as u64
+}
+
+/// The recordings (see the module docs).
+pub struct CompiledCache {
+    enabled: bool,
+    budget: Arc<Ledger>,
+    slots: Mutex<Vec<Slot>>,
+}
+
+impl CompiledCache {
+    pub fn new(enabled: bool, budget: Arc<Ledger>) -> Self {
+        CompiledCache { enabled, budget, slots: Mutex::new(Vec::new()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        // Keys that are gone take their recordings (and reservations) with them; this
+        // also keeps a new key at a freed address from matching an old slot.
+        slots.retain(|s| s.key.strong_count() > 0);
+        slots
+    }
+
+    fn find<'a>(slots: &'a mut [Slot], key: &Arc<ProvingKey>) -> Option<&'a mut Slot> {
+        slots.iter_mut().find(|s| std::ptr::eq(s.key.as_ptr(), Arc::as_ptr(key)))
+    }
+
+    /// What the next partition proved with `key` should do; claims the recording
+    /// for the caller (and reserves its estimated bytes) when there is none yet.
+    pub fn plan(&self, key: &Arc<ProvingKey>) -> Plan {
+        if !self.enabled {
+            return Plan::Plain;
+        }
+        let mut slots = self.lock();
+        let slot = match Self::find(&mut slots, key) {
+            Some(s) => s,
+            None => {
+                slots.push(Slot { key: Arc::downgrade(key), state: State::Backoff(Instant::now()) });
+                slots.last_mut().expect("just pushed")
+            }
+        };
+        match &slot.state {
+            State::Ready(p, _) => Plan::Use(p.clone()),
+            State::Recording(_) | State::Off => Plan::Plain,
+            State::Backoff(until) if Instant::now() < *until => Plan::Plain,
+            State::Backoff(_) => match self.budget.try_reserve(estimate(key)) {
+                Some(r) => {
+                    slot.state = State::Recording(r);
+                    Plan::Record
+                }
+                None => {
+                    warn!(bytes = estimate(key), "no host-budget room to record the circuit yet; plain synthesis");
+                    slot.state = State::Backoff(Instant::now() + BACKOFF);
+                    Plan::Plain
+                }
+            },
+        }
+    }
+
+    /// The claimed recording finished: keep it (its reservation trimmed to its size,
+    /// or grown if the estimate was short and the budget has room).
+    pub fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) {
+        let mut slots = self.lock();
+        let Some(slot) = Self::find(&mut slots, key) else { return };
+        let State::Recording(mut r) = std::mem::replace(&mut slot.state, State::Off) else { return };
+        let Some(pre) = pre else {
+            warn!("circuit too large to pre-compile; its partitions use plain synthesis");
+            return;
+        };
+        let bytes = pre.heap_bytes() as u64;
+        if bytes <= r.bytes() {
+            r.shrink_to(bytes);
+        } else if let Some(more) = self.budget.try_reserve(bytes - r.bytes()) {
+            r.merge(more);
+        } else {
+            warn!(bytes, "no host-budget room for the recorded circuit; plain synthesis for now");
+            slot.state = State::Backoff(Instant::now() + BACKOFF);
+            return;
+        }
+        info!(
+            bytes,
+            constraints = pre.constraints(),
+            nonzeros = pre.nonzeros(),
+            "circuit structure recorded; later partitions compute only their witness"
+        );
+        slot.state = State::Ready(Arc::new(pre), r);
+    }
+
+    /// The claimed recording failed (the circuit's synthesis did): the next
+    /// partition tries again.
+    pub fn abandon(&self, key: &Arc<ProvingKey>) {
+        if let Some(slot) = Self::find(&mut self.lock(), key) {
+            slot.state = State::Backoff(Instant::now());
+        }
+    }
+
+    /// Bytes reserved for recordings now (finished or in progress).
+    pub fn bytes(&self) -> u64 {
+        self.lock()
+            .iter()
+            .map(|s| match &s.state {
+                State::Ready(_, r) | State::Recording(r) => r.bytes(),
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuzk_synth::{synthesize_recording, SyntheticCircuit, SyntheticSpec};
+    use rand::SeedableRng;
+
+    fn key(spec: SyntheticSpec) -> Arc<ProvingKey> {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+        Arc::new(cuzk_srs::generate_random(SyntheticCircuit::new(spec, 0).unwrap(), &mut rng).unwrap())
+    }
+
+    #[test]
+    fn one_recording_per_key_charged_and_released_with_it() {
+        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let ledger = Ledger::new("host", 1 << 30);
+        let cache = CompiledCache::new(true, ledger.clone());
+        let k = key(spec);
+        assert!(matches!(cache.plan(&k), Plan::Record));
+        assert!(matches!(cache.plan(&k), Plan::Plain), "one recording at a time; others go plain");
+        assert_eq!(ledger.snapshot().used, estimate(&k), "the estimate is reserved while recording");
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        let bytes = pre.as_ref().unwrap().heap_bytes() as u64;
+        cache.recorded(&k, pre);
+        assert!(matches!(cache.plan(&k), Plan::Use(_)));
+        assert_eq!((cache.bytes(), ledger.snapshot().used), (bytes, bytes));
+        // Another key records its own.
+        let k2 = key(spec);
+        assert!(matches!(cache.plan(&k2), Plan::Record));
+        cache.abandon(&k2);
+        assert!(matches!(cache.plan(&k2), Plan::Record), "a failed recording is retried");
+        drop((k, k2));
+        assert_eq!(cache.bytes(), 0, "recordings go with their keys");
+        assert_eq!(ledger.snapshot().used, 0);
+
+        let off = CompiledCache::new(false, ledger);
+        assert!(matches!(off.plan(&key(spec)), Plan::Plain));
+    }
+
+    #[test]
+    fn no_budget_room_means_plain_synthesis() {
+        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let k = key(spec);
+        let ledger = Ledger::new("host", estimate(&k) - 1);
+        let cache = CompiledCache::new(true, ledger.clone());
+        assert!(matches!(cache.plan(&k), Plan::Plain), "no room for the estimate");
+        assert!(matches!(cache.plan(&k), Plan::Plain), "and no retry before the back-off");
+        assert_eq!((cache.bytes(), ledger.snapshot().used), (0, 0));
+    }
+}

@@ -1,0 +1,52 @@
+//! Times one PoRep partition's synthesis three ways: plain (bellperson semantics),
+//! recording the structure, and pre-compiled (witness + sparse products).
+//!
+//! `cargo run --release -p cuzk-synth --example synth_bench -- <c1.json> [repeats]`
+
+use std::time::Instant;
+
+use cuzk_synth::{
+    porep::{parse_c1, partition_circuits},
+    SynthMode,
+};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().expect("usage: synth_bench <c1.json> [repeats]");
+    let repeats: usize = args.next().map_or(3, |r| r.parse().expect("repeats is a number"));
+    let bytes = std::fs::read(&path).expect("read C1");
+    let parts = || partition_circuits(parse_c1(&bytes, usize::MAX).unwrap()).unwrap();
+
+    let t = Instant::now();
+    let (recorded, pre) = parts().remove(0).synthesize_with(SynthMode::Record).unwrap();
+    let pre = pre.expect("recorded");
+    println!(
+        "record:      {:>8.3} s  constraints {} nonzeros {} coefficients {} recording {:.1} MiB",
+        t.elapsed().as_secs_f64(),
+        pre.constraints(),
+        pre.nonzeros(),
+        pre.distinct_coefficients(),
+        pre.heap_bytes() as f64 / (1 << 20) as f64
+    );
+    if std::env::var_os("ONLY_PRECOMPILED").is_some() {
+        for _ in 0..repeats {
+            let p = parts().remove(0);
+            let t = Instant::now();
+            p.synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+            println!("precompiled: {:>8.3} s", t.elapsed().as_secs_f64());
+        }
+        return;
+    }
+    for _ in 0..repeats {
+        let p = parts().remove(0);
+        let t = Instant::now();
+        let plain = p.synthesize().unwrap();
+        let tp = t.elapsed().as_secs_f64();
+        let p = parts().remove(0);
+        let t = Instant::now();
+        let (fast, _) = p.synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+        let tf = t.elapsed().as_secs_f64();
+        assert!(fast == plain && plain == recorded, "assignments differ");
+        println!("plain:       {tp:>8.3} s\nprecompiled: {tf:>8.3} s  ({:.2}x)", tp / tf);
+    }
+}

@@ -1,0 +1,456 @@
+//! Pre-compiled synthesis: record a circuit's R1CS once, then synthesize later
+//! instances by computing only the witness and multiplying the recorded matrices by it.
+//!
+//! Why: bellperson-style synthesis builds three `LinearCombination`s (heap vectors)
+//! for every constraint and evaluates them on the spot. For PoRep partitions that is
+//! most of the CPU time of a proof, and it is the same work every time: a Groth16
+//! proving key fixes the constraint matrices, so every circuit proved with one key
+//! has the same A, B, C and the same densities, and only the witness changes.
+//! [`synthesize_recording`] runs the circuit once the usual way and keeps the
+//! matrices (sparse rows, coefficients deduplicated into a table);
+//! [`synthesize_precompiled`] runs later circuits through a constraint system whose
+//! `enforce` does nothing (the constraint closures never run) and computes `a`, `b`,
+//! `c` as sparse matrix-vector products, in parallel. The result is the same
+//! [`Assignment`], field element for field element (the tests compare them).
+
+use std::collections::HashMap;
+
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+use rayon::prelude::*;
+
+use crate::{assignment::ProvingAssignment, synthesize, Assignment, Density, SynthError};
+
+/// One non-zero matrix entry: a variable (inputs tagged by the low bit) and an
+/// index into the coefficient table (0 is `ONE`, which needs no multiplication).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    var: u32,
+    coeff: u32,
+}
+
+impl Entry {
+    #[inline]
+    fn new(index: Index, coeff: u32) -> Option<Self> {
+        let var = match index {
+            Index::Input(i) => u32::try_from(i).ok()?.checked_mul(2)?,
+            Index::Aux(i) => u32::try_from(i).ok()?.checked_mul(2)? | 1,
+        };
+        Some(Entry { var, coeff })
+    }
+}
+
+/// Coefficient-table slots with a cheaper evaluation than a multiplication.
+const ONE: u32 = 0;
+const MINUS_ONE: u32 = 1;
+const TWO: u32 = 2;
+
+/// One constraint matrix in compressed-row form.
+#[derive(Clone, Debug, Default)]
+struct Matrix {
+    /// `row_end[i]` is one past row `i`'s last entry.
+    row_end: Vec<u32>,
+    entries: Vec<Entry>,
+}
+
+impl Matrix {
+    fn heap_bytes(&self) -> usize {
+        self.row_end.capacity() * 4 + self.entries.capacity() * std::mem::size_of::<Entry>()
+    }
+
+    /// Rows `rows` times the witness, written into `out` (one value per row).
+    fn eval_rows(&self, rows: std::ops::Range<usize>, coeffs: &[Scalar], w: [&[Scalar]; 2], out: &mut [Scalar]) {
+        let mut start = if rows.start == 0 { 0 } else { self.row_end[rows.start - 1] as usize };
+        for (row, o) in rows.zip(out.iter_mut()) {
+            let end = self.row_end[row] as usize;
+            let mut acc = Scalar::ZERO;
+            for e in &self.entries[start..end] {
+                let v = &w[(e.var & 1) as usize][(e.var >> 1) as usize];
+                // Most coefficients are 1, -1 or 2 and most witness values are bits
+                // (SHA-256 gadgets): only the rest need a field multiplication.
+                match e.coeff {
+                    ONE => acc += v,
+                    MINUS_ONE => acc -= v,
+                    TWO => acc += v.double(),
+                    k if *v == Scalar::ZERO => debug_assert!(k > TWO),
+                    k if *v == Scalar::ONE => acc += &coeffs[k as usize],
+                    k => acc += *v * coeffs[k as usize],
+                }
+            }
+            *o = acc;
+            start = end;
+        }
+    }
+}
+
+/// A circuit's recorded R1CS: what [`synthesize_precompiled`] needs besides the
+/// witness. Made by [`synthesize_recording`].
+#[derive(Clone, Debug)]
+pub struct Precompiled {
+    inputs: usize,
+    aux: usize,
+    a: Matrix,
+    b: Matrix,
+    c: Matrix,
+    /// Distinct non-zero coefficients; slots [`ONE`], [`MINUS_ONE`], [`TWO`] first.
+    coeffs: Vec<Scalar>,
+    a_aux_density: Density,
+    b_input_density: Density,
+    b_aux_density: Density,
+}
+
+impl Precompiled {
+    /// Constraints, including one per input.
+    pub fn constraints(&self) -> usize {
+        self.a.row_end.len()
+    }
+
+    /// Non-zero entries of A, B and C together.
+    pub fn nonzeros(&self) -> usize {
+        self.a.entries.len() + self.b.entries.len() + self.c.entries.len()
+    }
+
+    /// Distinct coefficients (`ONE` included).
+    pub fn distinct_coefficients(&self) -> usize {
+        self.coeffs.len()
+    }
+
+    /// Heap bytes held (what a cache keeping it should charge).
+    pub fn heap_bytes(&self) -> usize {
+        self.a.heap_bytes()
+            + self.b.heap_bytes()
+            + self.c.heap_bytes()
+            + self.coeffs.capacity() * 32
+            + self.a_aux_density.heap_bytes()
+            + self.b_input_density.heap_bytes()
+            + self.b_aux_density.heap_bytes()
+    }
+}
+
+/// Records matrices while evaluating them, as [`ProvingAssignment`] does.
+struct Recorder {
+    cs: ProvingAssignment,
+    a: Matrix,
+    b: Matrix,
+    c: Matrix,
+    coeffs: Vec<Scalar>,
+    coeff_index: HashMap<[u8; 32], u32>,
+    /// Set when an index or count does not fit the compact encoding.
+    too_large: bool,
+}
+
+impl Recorder {
+    fn coeff(&mut self, c: &Scalar) -> u32 {
+        if *c == Scalar::ONE {
+            return ONE;
+        } else if *c == -Scalar::ONE {
+            return MINUS_ONE;
+        } else if *c == Scalar::ONE.double() {
+            return TWO;
+        }
+        let key = c.to_repr().as_ref().try_into().expect("Fr encodes in 32 bytes");
+        let next = self.coeffs.len() as u32;
+        *self.coeff_index.entry(key).or_insert_with(|| {
+            self.coeffs.push(*c);
+            next
+        })
+    }
+
+    fn record(&mut self, lc: &LinearCombination<Scalar>, which: usize) {
+        let mut row: Vec<Entry> = Vec::new();
+        let terms =
+            lc.iter_inputs().map(|(&i, c)| (Index::Input(i), c)).chain(lc.iter_aux().map(|(&i, c)| (Index::Aux(i), c)));
+        for (index, c) in terms {
+            if c.is_zero_vartime() {
+                continue;
+            }
+            let coeff = self.coeff(c);
+            match Entry::new(index, coeff) {
+                Some(e) => row.push(e),
+                None => self.too_large = true,
+            }
+        }
+        let m = match which {
+            0 => &mut self.a,
+            1 => &mut self.b,
+            _ => &mut self.c,
+        };
+        m.entries.extend_from_slice(&row);
+        match u32::try_from(m.entries.len()) {
+            Ok(end) => m.row_end.push(end),
+            Err(_) => self.too_large = true,
+        }
+    }
+}
+
+impl ConstraintSystem<Scalar> for Recorder {
+    type Root = Self;
+
+    fn new() -> Self {
+        Recorder {
+            cs: ProvingAssignment::default(),
+            a: Matrix::default(),
+            b: Matrix::default(),
+            c: Matrix::default(),
+            coeffs: vec![Scalar::ONE, -Scalar::ONE, Scalar::ONE.double()],
+            coeff_index: HashMap::new(),
+            too_large: false,
+        }
+    }
+
+    fn alloc<F, A, AR>(&mut self, a: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.cs.alloc(a, f)
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, a: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.cs.alloc_input(a, f)
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        let (a, b, c) = (a(LinearCombination::zero()), b(LinearCombination::zero()), c(LinearCombination::zero()));
+        self.record(&a, 0);
+        self.record(&b, 1);
+        self.record(&c, 2);
+        // The values and densities, exactly as the plain synthesizer computes them.
+        self.cs.enforce(|| "", |_| a, |_| b, |_| c);
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+/// Computes the witness only: allocations run their value closures, `enforce` does
+/// nothing. Not extensible, like [`Recorder`], so a circuit that synthesizes parts
+/// separately when it can takes the same path in both and allocates in the same order.
+#[derive(Default)]
+struct Witness {
+    input: Vec<Scalar>,
+    aux: Vec<Scalar>,
+}
+
+impl ConstraintSystem<Scalar> for Witness {
+    type Root = Self;
+
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.input.push(f()?);
+        Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+/// Synthesizes `circuit` as [`crate::synthesize`] does and also records its R1CS.
+/// The recording is `None` when the circuit is too large for the compact encoding
+/// (more than 2^31 variables or 2^32 entries in a matrix); the assignment is valid either way.
+///
+/// # Errors
+/// [`SynthError::Circuit`] when the circuit's `synthesize` fails.
+pub fn synthesize_recording<C: Circuit<Scalar>>(circuit: C) -> Result<(Assignment, Option<Precompiled>), SynthError> {
+    let mut cs = Recorder::new();
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    for i in 0..cs.cs.0.input.len() {
+        cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    let assignment = cs.cs.into_inner();
+    if cs.too_large {
+        return Ok((assignment, None));
+    }
+    let shrink = |m: &mut Matrix| {
+        m.row_end.shrink_to_fit();
+        m.entries.shrink_to_fit();
+    };
+    shrink(&mut cs.a);
+    shrink(&mut cs.b);
+    shrink(&mut cs.c);
+    let pre = Precompiled {
+        inputs: assignment.input.len(),
+        aux: assignment.aux.len(),
+        a: cs.a,
+        b: cs.b,
+        c: cs.c,
+        coeffs: cs.coeffs,
+        a_aux_density: assignment.a_aux_density.clone(),
+        b_input_density: assignment.b_input_density.clone(),
+        b_aux_density: assignment.b_aux_density.clone(),
+    };
+    Ok((assignment, Some(pre)))
+}
+
+/// How to synthesize a circuit (see [`crate::synthesize_precompiled`]).
+pub enum SynthMode<'a> {
+    /// The plain way ([`crate::synthesize`]).
+    Plain,
+    /// The plain way, also recording the circuit's structure.
+    Record,
+    /// Witness only, with the recorded structure of the same circuit.
+    Precompiled(&'a Precompiled),
+}
+
+/// Synthesizes `circuit` in `mode`; the recording is returned for
+/// [`SynthMode::Record`] (`None` if the circuit was too large to record).
+///
+/// # Errors
+/// The circuit's synthesis error, or a structure mismatch in
+/// [`SynthMode::Precompiled`].
+pub fn synthesize_in<C: Circuit<Scalar>>(
+    circuit: C,
+    mode: SynthMode<'_>,
+) -> Result<(Assignment, Option<Precompiled>), SynthError> {
+    match mode {
+        SynthMode::Plain => synthesize(circuit).map(|a| (a, None)),
+        SynthMode::Record => synthesize_recording(circuit),
+        SynthMode::Precompiled(pre) => synthesize_precompiled(circuit, pre).map(|a| (a, None)),
+    }
+}
+
+/// Rows per parallel task of the matrix-vector products: large enough that task
+/// overhead is noise, small enough to spread a 2^20-row matrix over many cores.
+const ROWS_PER_TASK: usize = 1 << 13;
+
+/// Synthesizes `circuit` with `pre`, the recording of a circuit with the same
+/// structure: runs only the witness computation, then `a`, `b`, `c` = A·w, B·w, C·w.
+///
+/// # Errors
+/// [`SynthError::Circuit`] when the circuit's `synthesize` fails;
+/// [`SynthError::StructureMismatch`] when it allocates a different number of inputs
+/// or aux variables than the recorded circuit (it is not the same circuit).
+pub fn synthesize_precompiled<C: Circuit<Scalar>>(circuit: C, pre: &Precompiled) -> Result<Assignment, SynthError> {
+    let mut cs = Witness { input: Vec::with_capacity(pre.inputs), aux: Vec::with_capacity(pre.aux) };
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    if cs.input.len() != pre.inputs || cs.aux.len() != pre.aux {
+        return Err(SynthError::StructureMismatch(format!(
+            "the circuit has {} inputs and {} aux variables; the recorded one has {} and {}",
+            cs.input.len(),
+            cs.aux.len(),
+            pre.inputs,
+            pre.aux
+        )));
+    }
+    let n = pre.constraints();
+    let w = [cs.input.as_slice(), cs.aux.as_slice()];
+    let product = |m: &Matrix| {
+        let mut out = vec![Scalar::ZERO; n];
+        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(k, chunk)| {
+            let start = k * ROWS_PER_TASK;
+            m.eval_rows(start..start + chunk.len(), &pre.coeffs, w, chunk);
+        });
+        out
+    };
+    let (a, b, c) = (product(&pre.a), product(&pre.b), product(&pre.c));
+    Ok(Assignment {
+        a,
+        b,
+        c,
+        input: cs.input,
+        aux: cs.aux,
+        a_aux_density: pre.a_aux_density.clone(),
+        b_input_density: pre.b_input_density.clone(),
+        b_aux_density: pre.b_aux_density.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{SyntheticCircuit, SyntheticSpec};
+
+    #[test]
+    fn precompiled_equals_plain_synthesis() {
+        for spec in [
+            SyntheticSpec { constraints: 3, public_inputs: 0, a_density: 1.0, b_density: 1.0 },
+            SyntheticSpec { constraints: 20_000, public_inputs: 5, a_density: 0.3, b_density: 0.1 },
+            SyntheticSpec { constraints: 1 << 14, public_inputs: 2, a_density: 1.0, b_density: 1.0 },
+        ] {
+            let (first, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+            let pre = pre.expect("small circuits are recorded");
+            assert_eq!(first, synthesize(SyntheticCircuit::new(spec, 1).unwrap()).unwrap());
+            assert_eq!(pre.constraints(), spec.constraints);
+            for seed in [2, 3] {
+                let plain = synthesize(SyntheticCircuit::new(spec, seed).unwrap()).unwrap();
+                let fast = synthesize_precompiled(SyntheticCircuit::new(spec, seed).unwrap(), &pre).unwrap();
+                assert_eq!(fast, plain, "{spec:?} seed {seed}");
+                assert_ne!(fast.aux, first.aux, "the witness depends on the seed");
+            }
+        }
+    }
+
+    #[test]
+    fn another_circuit_is_refused_by_name() {
+        let small = SyntheticSpec { constraints: 100, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let big = SyntheticSpec { constraints: 200, ..small };
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(small, 1).unwrap()).unwrap();
+        let err = synthesize_precompiled(SyntheticCircuit::new(big, 1).unwrap(), &pre.unwrap()).unwrap_err();
+        assert!(matches!(err, SynthError::StructureMismatch(_)), "{err}");
+        assert!(err.to_string().contains("aux variables"), "{err}");
+    }
+}
