@@ -5,8 +5,9 @@
 #   BENCH   "20:10 22:10"      (log2:count pairs)        DENSITY "1.0:1.0"
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
 #   PHASES may add "porep" (C1 stream per size in POREP_SIZES="2KiB" (or "2KiB 8MiB"):
-#   POREP_COUNT proofs, verify_seal), "porepbase" (the filecoin-proofs/supraseal-c2 C2
-#   baseline on the same sizes and C1: threads 1, then POREP_THREADS=4), and
+#   POREP_COUNT proofs, verify_seal unless POREP_VERIFY="", config variants
+#   POREP_VARIANTS="default plain"), "porepbase" (the filecoin-proofs/supraseal-c2 C2
+#   baseline on the same sizes and C1, once per thread count in POREP_THREADS="1 4"), and
 #   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices)
 #   "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
 #   and "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
@@ -87,11 +88,31 @@ porep_inputs() {
 }
 
 if [[ " $PHASES " == *" porep "* ]]; then
+    # POREP_VARIANTS: configs run one after the other on the same inputs: "default",
+    # "plain" (no pre-compiled synthesis), "nonice" (synthesis at normal priority),
+    # "old" (both: the synthesis of sessions 1-4), "prep2", "prep2pcie2", "gpu2",
+    # "all2" (2 workers in PrepareMsm / StagePcie / ProveGpu).
     for SZ in ${POREP_SIZES:-2KiB}; do
         porep_inputs "$SZ"
-        timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" prove --config "$GPUCFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
-            --param-cache "$FP" --count "${POREP_COUNT:-20}" --seed 1 --verify > "$OUT/porep-cuzk-$SZ.log" 2>&1
-        say "porep $SZ x${POREP_COUNT:-20} rc=$?: $(grep -E '^cuzk|^wall|^verify' "$OUT/porep-cuzk-$SZ.log" | tr '\n' ' ')"
+        for V in ${POREP_VARIANTS:-default}; do
+            CFG=$OUT/porep-$V.toml
+            case $V in
+                default) extra="" ;;
+                plain) extra='[synthesize]\nprecompile = false\n' ;;
+                nonice) extra='[synthesize]\nnice = 0\n' ;;
+                old) extra='[synthesize]\nprecompile = false\nnice = 0\n' ;;
+                prep2) extra='[prepare_msm]\nworkers = 2\n' ;;
+                prep2pcie2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n' ;;
+                gpu2) extra='[prove_gpu]\nworkers_per_device = 2\n' ;;
+                all2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n[prove_gpu]\nworkers_per_device = 2\n' ;;
+                *) say "unknown variant $V"; continue ;;
+            esac
+            printf "[backend]\nkind = \"gpu\"\n$extra" > "$CFG"
+            L="$OUT/porep-cuzk-$SZ-$V.log"
+            timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
+                --param-cache "$FP" --count "${POREP_COUNT:-20}" --seed 1 ${POREP_VERIFY---verify} > "$L" 2>&1
+            say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^cuzk|^stage busy|^ops|^wall|^verify' "$L" | tr '\n' ' ')"
+        done
     done
 fi
 
@@ -106,7 +127,7 @@ if [[ " $PHASES " == *" porepbase "* ]]; then
     for SZ in ${POREP_SIZES:-2KiB}; do
         [ -x "$PB" ] || { say "porep-baseline: not in $D (WITH_POREP_BASELINE=1 scripts/gpu-dist.sh)"; break; }
         porep_inputs "$SZ"
-        for T in $(printf '%s\n' 1 ${POREP_THREADS:-4} | awk '!seen[$0]++'); do
+        for T in ${POREP_THREADS:-1 4}; do
             L="$OUT/porep-baseline-$SZ-t$T.log"
             timeout "${BENCH_TIMEOUT:-300}" "$PB" --c1 "$C1/c1.json" --param-cache "$FP" \
                 --count "${POREP_COUNT:-20}" --threads "$T" > "$L" 2>&1

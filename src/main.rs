@@ -514,8 +514,8 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
     }
     let count = a.count;
     let t = Instant::now();
-    // Completion time of each proof, to report the steady state after the first
-    // (which includes loading parameters).
+    // Completion time of each proof (sorted before the report), to report the
+    // steady state after the first (which includes loading parameters).
     let mut done = Vec::with_capacity(count);
     let mut proofs = Vec::with_capacity(count);
     if a.baseline {
@@ -541,7 +541,10 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
                 if let Some(s) = seed {
                     job = job.with_seed(s.wrapping_add(i as u64));
                 }
-                if tx.send(e2.submit_blocking(job)).is_err() {
+                // Submission starts the job's clock (`timings.total`), so this
+                // instant plus its total is when it finished.
+                let submitted = Instant::now();
+                if tx.send(e2.submit_blocking(job).map(|h| (submitted, h))).is_err() {
                     break;
                 }
             }
@@ -549,13 +552,20 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
         let mut partitions = 0;
         let mut result = Ok(());
         let mut busy = [std::time::Duration::ZERO; cuzk::StageName::ALL.len()];
+        let mut ops = cuzk::JobTimings::default();
         for h in rx {
-            match h.map_err(anyhow::Error::from).and_then(|h| h.wait_blocking().map_err(anyhow::Error::from)) {
-                Ok(out) => {
-                    done.push(t.elapsed());
+            let r = h
+                .map_err(anyhow::Error::from)
+                .and_then(|(submitted, h)| h.wait_blocking().map(|o| (submitted, o)).map_err(anyhow::Error::from));
+            match r {
+                Ok((submitted, out)) => {
+                    // Results are awaited in submission order; record when each
+                    // one actually finished.
+                    done.push((submitted + out.timings.total).duration_since(t));
                     for (acc, st) in busy.iter_mut().zip(out.timings.stages.iter()) {
                         *acc += st.busy;
                     }
+                    ops.add_ops(&out.timings.ops);
                     partitions = out.proofs.len();
                     proofs.push(out.proof_bytes());
                 }
@@ -581,7 +591,12 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
             .map(|s| format!("{} {:.0}%", s.as_str(), 100.0 * busy[s.index()].as_secs_f64() / wall))
             .collect();
         println!("stage busy / wall: {}", shares.join(", "));
+        // Operations summed over the run (synthesis kind, each MSM, ...), per proof.
+        let per: Vec<String> =
+            ops.ops.iter().map(|(n, d)| format!("{n} {:.0} ms", d.as_secs_f64() * 1e3 / count as f64)).collect();
+        println!("ops per proof: {}", per.join(", "));
     }
+    done.sort();
     let wall = t.elapsed().as_secs_f64();
     print!("wall {wall:.2} s, {:.3} s/proof, first proof {:.2} s", wall / count as f64, done[0].as_secs_f64());
     if count > 1 {

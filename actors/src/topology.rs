@@ -126,8 +126,13 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     };
     let prepare = b.stage(move || PrepareMsm { b_g2_on_cpu }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
     let compiled = Arc::new(CompiledCache::new(cfg.synthesize.precompile, host_ledger.clone()));
-    let synth =
-        b.stage(move || Synthesize { compiled: compiled.clone() }, cfg.synthesize.limits(), prepare.recipient(), true)?;
+    let nice = cfg.synthesize.nice;
+    let synth = b.stage(
+        move || Synthesize { compiled: compiled.clone(), nice },
+        cfg.synthesize.limits(),
+        prepare.recipient(),
+        true,
+    )?;
     let params =
         Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), cuzk_srs::LoadOptions::default(), host_ledger.clone()));
     if !cfg.ingest.preload.is_empty() {

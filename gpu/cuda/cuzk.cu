@@ -135,20 +135,40 @@ extern "C" void cuzk_srs_free(cuzk_srs* s)
 
 // ---------------------------------------------------------------- workspace
 
-// Device buffers for a, b, c of one domain size; allocated once per worker.
+// Device buffers for a, b, c of one domain size, and the device's copy stream with
+// its events; allocated once per device (see cuzk_execute for how they are used).
 struct cuzk_ws {
     int dev;
     uint32_t lg;
     fr_t* d_abc;
+    cudaStream_t copy;          // uploads only, never kernels
+    cudaEvent_t arrived[3];     // a, b, c uploaded (and padded)
+    cudaEvent_t t0, t1;         // timing: the copy stream's start and end
 };
+
+static void ws_release(cuzk_ws* w)
+{
+    if (w->d_abc) (void)cudaFree(w->d_abc);
+    for (auto& e : w->arrived) if (e) (void)cudaEventDestroy(e);
+    if (w->t0) (void)cudaEventDestroy(w->t0);
+    if (w->t1) (void)cudaEventDestroy(w->t1);
+    if (w->copy) (void)cudaStreamDestroy(w->copy);
+}
 
 extern "C" RustError cuzk_ws_new(size_t dev, uint32_t lg, cuzk_ws** out)
 {
     *out = nullptr;
     CUZK_TRY
     select_gpu((int)dev);
-    std::unique_ptr<cuzk_ws> w{new cuzk_ws{(int)dev, lg, nullptr}};
+    std::unique_ptr<cuzk_ws, void (*)(cuzk_ws*)> w{new cuzk_ws{(int)dev, lg, nullptr, nullptr, {}, nullptr, nullptr},
+                                                   [](cuzk_ws* w) { ws_release(w); delete w; }};
     CUDA_OK(cudaMalloc(&w->d_abc, 3 * sizeof(fr_t) << lg));
+    // Non-blocking: the copy stream must not synchronize with the legacy default
+    // stream that sppark's MSMs use for their own transfers.
+    CUDA_OK(cudaStreamCreateWithFlags(&w->copy, cudaStreamNonBlocking));
+    for (auto& e : w->arrived) CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CUDA_OK(cudaEventCreate(&w->t0));
+    CUDA_OK(cudaEventCreate(&w->t1));
     *out = w.release();
     CUZK_CATCH
 }
@@ -158,7 +178,7 @@ extern "C" void cuzk_ws_free(cuzk_ws* w)
     if (!w) return;
     try {
         select_gpu(w->dev);
-        (void)cudaFree(w->d_abc);
+        ws_release(w);
         delete w;
     } catch (...) {
     }
@@ -207,7 +227,8 @@ struct cuzk_inputs {
 struct cuzk_outputs {
     point_t h, l, a, b1;
     point_fp2_t b2;
-    double ms[8];        // upload, ntt_h, msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2
+    double ms[8];        // upload (copy-stream time), ntt_h (the rest of the wall until
+                         // H is ready), msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2
 };
 
 __global__ void h_on_coset(fr_t* a, const fr_t* b, const fr_t* c, fr_t z_inv, size_t n)
@@ -276,21 +297,24 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
     fr_t* d_c = d_b + N;
     auto t = std::chrono::steady_clock::now();
 
-    // a, b, c: upload, zero the padding, then coefficients (iNTT, natural in, bit-
-    // reversed out) and evaluations on the coset g*<w> (NTT, bit-reversed in, natural out).
+    // a, b, c: uploaded on the copy stream, one event each, with no host wait; each
+    // compute stream waits only for its own array, so a's iNTT starts while b and c
+    // are still crossing PCIe. Then coefficients (iNTT, natural in, bit-reversed
+    // out) and evaluations on the coset g*<w> (NTT, bit-reversed in, natural out).
     fr_t* dv[3] = {d_a, d_b, d_c};
     const fr_t* hv[3] = {in->a, in->b, in->c};
+    CUDA_OK(cudaEventRecord(ws->t0, ws->copy));
     for (int k = 0; k < 3; k++) {
-        stream_t& s = gpu[k];
-        s.HtoD(dv[k], hv[k], in->n);
-        if (N > in->n) s.bzero(dv[k] + in->n, N - in->n);
+        CUDA_OK(cudaMemcpyAsync(dv[k], hv[k], in->n * sizeof(fr_t), cudaMemcpyHostToDevice, ws->copy));
+        if (N > in->n)
+            CUDA_OK(cudaMemsetAsync(dv[k] + in->n, 0, (N - in->n) * sizeof(fr_t), ws->copy));
+        CUDA_OK(cudaEventRecord(ws->arrived[k], ws->copy));
     }
-    for (int k = 0; k < 3; k++) gpu[k].sync();
+    CUDA_OK(cudaEventRecord(ws->t1, ws->copy));
     trace(gpu, "upload");
-    out->ms[0] = ms_since(t);
-    t = std::chrono::steady_clock::now();
     for (int k = 0; k < 3; k++) {
         stream_t& s = gpu[k];
+        CUDA_OK(cudaStreamWaitEvent(s, ws->arrived[k], 0));
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
         trace(gpu, "intt");
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
@@ -307,7 +331,13 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
     NTT::Base_dev_ptr(gpu[0], d_a, in->lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
     trace(gpu, "coset intt");
     gpu.sync();
-    out->ms[1] = ms_since(t);
+    // Upload + NTT/H wall on the host; the upload's own time from its events.
+    double wall = ms_since(t);
+    float up = 0;
+    CUDA_OK(cudaEventSynchronize(ws->t1));
+    CUDA_OK(cudaEventElapsedTime(&up, ws->t0, ws->t1));
+    out->ms[0] = up;
+    out->ms[1] = wall > up ? wall - up : 0;
 
     // H: the first N-1 coefficients, already on the device, Montgomery form.
     t = std::chrono::steady_clock::now();

@@ -10,7 +10,7 @@
 //! matrices (sparse rows, coefficients deduplicated into a table);
 //! [`synthesize_precompiled`] runs later circuits through a constraint system whose
 //! `enforce` does nothing (the constraint closures never run) and computes `a`, `b`,
-//! `c` as sparse matrix-vector products, in parallel. The result is the same
+//! `c` as sparse matrix-vector products. The result is the same
 //! [`Assignment`], field element for field element (the tests compare them).
 
 use std::collections::HashMap;
@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
-use rayon::prelude::*;
 
 use crate::{assignment::ProvingAssignment, synthesize, Assignment, Density, SynthError};
 
@@ -372,10 +371,6 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
     }
 }
 
-/// Rows per parallel task of the matrix-vector products: large enough that task
-/// overhead is noise, small enough to spread a 2^20-row matrix over many cores.
-const ROWS_PER_TASK: usize = 1 << 13;
-
 /// Synthesizes `circuit` with `pre`, the recording of a circuit with the same
 /// structure: runs only the witness computation, then `a`, `b`, `c` = A·w, B·w, C·w.
 ///
@@ -398,12 +393,11 @@ pub fn synthesize_precompiled<C: Circuit<Scalar>>(circuit: C, pre: &Precompiled)
     }
     let n = pre.constraints();
     let w = [cs.input.as_slice(), cs.aux.as_slice()];
+    // On the calling thread, not a thread pool: a stream keeps every core busy with
+    // partitions already, and the caller's thread priority then covers this too.
     let product = |m: &Matrix| {
         let mut out = vec![Scalar::ZERO; n];
-        out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(k, chunk)| {
-            let start = k * ROWS_PER_TASK;
-            m.eval_rows(start..start + chunk.len(), &pre.coeffs, w, chunk);
-        });
+        m.eval_rows(0..n, &pre.coeffs, w, &mut out);
         out
     };
     let (a, b, c) = (product(&pre.a), product(&pre.b), product(&pre.c));

@@ -18,11 +18,16 @@ pub struct SynthesizeConfig {
     /// the recording's memory (176 MiB per 2KiB/8MiB-class partition structure,
     /// charged to the host budget). Proofs are the same bytes either way.
     pub precompile: bool,
+    /// Nice value of the synthesis threads (Linux; 0 = unchanged). Synthesis is
+    /// the bulk CPU work and runs on every core; at a lower priority it yields the
+    /// cores at once to the stages that feed the GPU (PrepareMsm, StagePcie,
+    /// ProveGpu's host side), which otherwise wait behind it.
+    pub nice: i32,
 }
 
 impl Default for SynthesizeConfig {
     fn default() -> Self {
-        SynthesizeConfig { mailbox_capacity: 4, queue_capacity: 4, max_concurrency: 0, precompile: true }
+        SynthesizeConfig { mailbox_capacity: 4, queue_capacity: 4, max_concurrency: 0, precompile: true, nice: 10 }
     }
 }
 

@@ -25,6 +25,25 @@ use crate::{
 pub struct Synthesize {
     /// Recorded circuit structures, shared by the stage's workers.
     pub compiled: Arc<CompiledCache>,
+    /// `synthesize.nice`, applied to each worker thread on its first partition.
+    pub nice: i32,
+}
+
+/// Lowers the calling thread's priority to `nice` once per thread (Linux: the nice
+/// value is per thread). Only ever lowers it: raising needs privileges.
+fn lower_priority(nice: i32) {
+    thread_local!(static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    if nice <= 0 || DONE.with(|d| d.replace(true)) {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain syscalls on the calling thread (who = 0), no pointers.
+    unsafe {
+        let current = libc::getpriority(libc::PRIO_PROCESS, 0);
+        if nice > current {
+            libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+        }
+    }
 }
 
 /// Host bytes one partition proved against `srs` holds at its peak, from the
@@ -50,6 +69,7 @@ impl Stage for Synthesize {
     }
 
     fn process(&self, item: WorkItem<PartitionCircuit>) -> Result<Vec<WorkItem<Assignment>>, StageError> {
+        lower_priority(self.nice);
         let (PartitionCircuit(circuit), mut base) = item.take();
         let key = base.job.srs().clone();
         let plan = if circuit.precompile() { self.compiled.plan(&key) } else { Plan::Plain };
