@@ -91,7 +91,8 @@ if [[ " $PHASES " == *" porep "* ]]; then
     # POREP_VARIANTS: configs run one after the other on the same inputs: "default",
     # "plain" (no pre-compiled synthesis), "nonice" (synthesis at normal priority),
     # "old" (both: the synthesis of sessions 1-4), "prep2", "prep2pcie2", "gpu2",
-    # "all2" (2 workers in PrepareMsm / StagePcie / ProveGpu).
+    # "all2" (2 workers in PrepareMsm / StagePcie / ProveGpu), "nosplit" (no bit
+    # split of the MSMs), "prep4" (4 PrepareMsm and 2 StagePcie workers).
     for SZ in ${POREP_SIZES:-2KiB}; do
         porep_inputs "$SZ"
         for V in ${POREP_VARIANTS:-default}; do
@@ -104,6 +105,8 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 prep2) extra='[prepare_msm]\nworkers = 2\n' ;;
                 prep2pcie2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n' ;;
                 gpu2) extra='[prove_gpu]\nworkers_per_device = 2\n' ;;
+                nosplit) extra='bit_split = false\n' ;;
+                prep4) extra='[prepare_msm]\nworkers = 4\n[stage_pcie]\nworkers = 2\n' ;;
                 all2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n[prove_gpu]\nworkers_per_device = 2\n' ;;
                 *) say "unknown variant $V"; continue ;;
             esac

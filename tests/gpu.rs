@@ -84,24 +84,31 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
     probe.shutdown();
     let dir = common::porep::param_cache();
     let f = common::porep::fixture(21);
-    let start = |kind| {
+    let start = |kind, bit_split| {
         let mut cfg = small_config();
         cfg.backend.kind = kind;
+        cfg.backend.bit_split = bit_split;
         cfg.ingest.param_cache = dir.clone();
         Engine::start(cfg).unwrap()
     };
-    let (gpu, cpu) = (start(BackendKind::Gpu), start(BackendKind::Cpu));
+    let (gpu, split, cpu) =
+        (start(BackendKind::Gpu, false), start(BackendKind::Gpu, true), start(BackendKind::Cpu, false));
     let job = || JobSpec::porep_c1(f.wrapper_json.clone(), f.prover_id, f.sector_id).with_seed(5);
     let t = std::time::Instant::now();
     let g = gpu.submit_blocking(job()).unwrap().wait_blocking().unwrap().proof_bytes();
     let gpu_time = t.elapsed();
+    let out = split.submit_blocking(job()).unwrap().wait_blocking().unwrap();
+    assert!(out.timings.ops.iter().any(|(n, _)| *n == "bit_split"), "the PoRep witness takes the bit split");
+    let s = out.proof_bytes();
     let c = cpu.submit_blocking(job()).unwrap().wait_blocking().unwrap().proof_bytes();
     assert_eq!(g.len(), 192 * usize::from(common::porep::PROOF.partitions()));
     assert_eq!(g, c, "2KiB PoRep: GPU vs CPU backend proof bytes");
+    assert_eq!(s, c, "2KiB PoRep: GPU with the bit split vs CPU backend proof bytes");
     assert!(common::porep::verify(&f, f.sector_id, &g), "verify_seal rejected the GPU proof");
     eprintln!("ok porep 2KiB: GPU job {gpu_time:?}");
-    gpu.shutdown();
-    cpu.shutdown();
+    for e in [gpu, split, cpu] {
+        e.shutdown();
+    }
 }
 
 /// Non-interactive PoRep on the GPU: 13 partitions proved on the device, aggregated,

@@ -91,12 +91,35 @@ extern "C" RustError cuzk_gpu_info(size_t id, cuzk_gpu_info* out)
 // ---------------------------------------------------------------- resident SRS
 
 // Parameter points resident on one device: one MSM object per vector, built once,
-// reused for every partition (sppark keeps the points next to its buckets).
+// reused for every partition. H's points live inside its MSM object; L, A, B_G1 and
+// B_G2's points are held here and passed to their MSM objects per call, because the
+// bit sums (cuzk_execute) address them too.
+typedef affine_t::mem_t affine_h;
+typedef affine_fp2_t::mem_t affine_fp2_h;
+
 struct cuzk_srs {
     int dev;
     std::unique_ptr<msm_g1_t> h, l, a, b1;
     std::unique_ptr<msm_g2_t> b2;
+    affine_h *pl = nullptr, *pa = nullptr, *pb1 = nullptr;
+    affine_fp2_h* pb2 = nullptr;
+    ~cuzk_srs()
+    {
+        for (void* p : {(void*)pl, (void*)pa, (void*)pb1, (void*)pb2})
+            if (p) (void)cudaFree(p);
+    }
 };
+
+template<class msm_type, class affine_dev, class affine>
+static void resident_points(const gpu_t& gpu, int dev, const affine* host, size_t n,
+                            std::unique_ptr<msm_type>& msm, affine_dev*& d)
+{
+    if (!n) return;
+    CUDA_OK(cudaMalloc(&d, n * sizeof(affine_dev)));
+    gpu[0].HtoD(d, host, n, sizeof(affine));
+    // Sized for n points; holds buckets only.
+    msm.reset(new msm_type(nullptr, n, sizeof(affine), dev));
+}
 
 extern "C" RustError cuzk_srs_new(size_t dev,
                                   const affine_t* h, size_t nh,
@@ -113,11 +136,11 @@ extern "C" RustError cuzk_srs_new(size_t dev,
     s->dev = (int)dev;
     // An empty vector keeps no points; its MSM is skipped (identity).
     if (nh)  s->h.reset(new msm_g1_t(h, nh, sizeof(affine_t), (int)dev));
-    if (nl)  s->l.reset(new msm_g1_t(l, nl, sizeof(affine_t), (int)dev));
-    if (na)  s->a.reset(new msm_g1_t(a, na, sizeof(affine_t), (int)dev));
-    if (nb1) s->b1.reset(new msm_g1_t(b1, nb1, sizeof(affine_t), (int)dev));
-    if (nb2) s->b2.reset(new msm_g2_t(b2, nb2, sizeof(affine_fp2_t), (int)dev));
-    // The uploads run on the device's zero stream without a sync.
+    resident_points(gpu, (int)dev, l, nl, s->l, s->pl);
+    resident_points(gpu, (int)dev, a, na, s->a, s->pa);
+    resident_points(gpu, (int)dev, b1, nb1, s->b1, s->pb1);
+    resident_points(gpu, (int)dev, b2, nb2, s->b2, s->pb2);
+    // The uploads run on the device's streams without a sync.
     gpu.sync();
     *out = s.release();
     CUZK_CATCH
@@ -141,6 +164,9 @@ struct cuzk_ws {
     int dev;
     uint32_t lg;
     fr_t* d_abc;
+    uint32_t* d_idx;            // bit-sum index lists (3 << lg entries) and 4 counts
+    void* d_sums;               // bit-sum partial sums, one per warp (G2-sized)
+    void* d_gather;             // the rest points of one split MSM ((1 << lg) / 8 G2 points)
     cudaStream_t copy;          // uploads only, never kernels
     cudaEvent_t arrived[3];     // a, b, c uploaded (and padded)
     cudaEvent_t t0, t1;         // timing: the copy stream's start and end
@@ -149,20 +175,35 @@ struct cuzk_ws {
 static void ws_release(cuzk_ws* w)
 {
     if (w->d_abc) (void)cudaFree(w->d_abc);
+    if (w->d_idx) (void)cudaFree(w->d_idx);
+    if (w->d_sums) (void)cudaFree(w->d_sums);
+    if (w->d_gather) (void)cudaFree(w->d_gather);
     for (auto& e : w->arrived) if (e) (void)cudaEventDestroy(e);
     if (w->t0) (void)cudaEventDestroy(w->t0);
     if (w->t1) (void)cudaEventDestroy(w->t1);
     if (w->copy) (void)cudaStreamDestroy(w->copy);
 }
 
+// One partial sum per warp of a bit-sum launch (sm_count blocks of
+// BATCH_ADD_BLOCK_SIZE threads; G2 buckets use two threads per lane and half as
+// many lanes per warp, so the count is the same).
+static size_t bit_sum_slots(const gpu_t& gpu)
+{
+    return (size_t)gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ;
+}
+
 extern "C" RustError cuzk_ws_new(size_t dev, uint32_t lg, cuzk_ws** out)
 {
     *out = nullptr;
     CUZK_TRY
-    select_gpu((int)dev);
-    std::unique_ptr<cuzk_ws, void (*)(cuzk_ws*)> w{new cuzk_ws{(int)dev, lg, nullptr, nullptr, {}, nullptr, nullptr},
-                                                   [](cuzk_ws* w) { ws_release(w); delete w; }};
+    const gpu_t& gpu = select_gpu((int)dev);
+    std::unique_ptr<cuzk_ws, void (*)(cuzk_ws*)> w{
+        new cuzk_ws{(int)dev, lg, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr, nullptr},
+        [](cuzk_ws* w) { ws_release(w); delete w; }};
     CUDA_OK(cudaMalloc(&w->d_abc, 3 * sizeof(fr_t) << lg));
+    CUDA_OK(cudaMalloc(&w->d_idx, ((size_t)3 << lg) * sizeof(uint32_t) + 4 * sizeof(uint32_t)));
+    CUDA_OK(cudaMalloc(&w->d_sums, bit_sum_slots(gpu) * sizeof(bucket_fp2_t::mem_t)));
+    CUDA_OK(cudaMalloc(&w->d_gather, std::max<size_t>(((size_t)1 << lg) / 8, 1) * sizeof(affine_fp2_t::mem_t)));
     // Non-blocking: the copy stream must not synchronize with the legacy default
     // stream that sppark's MSMs use for their own transfers.
     CUDA_OK(cudaStreamCreateWithFlags(&w->copy, cudaStreamNonBlocking));
@@ -216,6 +257,15 @@ struct cuzk_inputs {
     const fr_t* a_s;  size_t na;
     const fr_t* b_s;  size_t nb;
     bool with_b2;
+    // Bit split (resident parameters only): for L, A and B, the indices of the
+    // scalars equal to 1. When set, that MSM is replaced by the sum of the points at
+    // those indices plus the MSM of the remaining scalars (neither 0
+    // nor 1) over the same points, gathered. B's lists serve B_G1 and B_G2.
+    const uint32_t* ones[3];
+    size_t nones[3];
+    const uint32_t* rest_idx[3];   // the other scalars' indices (at most (1 << lg) / 8 each)
+    const fr_t* rest_s[3];         // and values, canonical form
+    size_t nrest[3];
     // Host points, used when no resident SRS is given (streamed per MSM).
     const affine_t* h_pts;
     const affine_t* l_pts;
@@ -264,15 +314,17 @@ static double ms_since(std::chrono::steady_clock::time_point t)
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-template<class msm_type, class point, class affine>
-static void run_msm(const gpu_t& gpu, msm_type* resident, const affine* host_pts,
-                    size_t n, const fr_t* scalars, bool mont, point& out)
+template<class msm_type, class point, class affine, class affine_dev>
+static void run_msm(const gpu_t& gpu, msm_type* resident, const affine_dev* dev_pts,
+                    const affine* host_pts, size_t n, const fr_t* scalars, bool mont, point& out)
 {
     out.inf();
     if (n == 0) return;
     RustError err;
     if (resident) {
-        err = resident->invoke(out, (const affine*)nullptr, n, scalars, mont);
+        // Typed as the host affine so that sppark takes its non-template path with
+        // the points as its pre-loaded device points.
+        err = resident->invoke(out, dev_ptr_t<affine>((affine*)dev_pts), n, scalars, mont);
     } else {
         msm_type msm{nullptr, n, sizeof(affine), gpu.id()};
         err = msm.invoke(out, host_pts, n, scalars, mont);
@@ -282,6 +334,56 @@ static void run_msm(const gpu_t& gpu, msm_type* resident, const affine* host_pts
         free(err.message);
         throw cuda_error(err.code, m);
     }
+}
+
+template<class affine_dev>
+__global__ void gather(affine_dev* out, const affine_dev* pts, const uint32_t* idx, size_t n)
+{
+    size_t i = threadIdx.x + (size_t)blockIdx.x * blockDim.x;
+    if (i < n) out[i] = pts[idx[i]];
+}
+
+// Sum of the resident points at `n` indices (already on the device at `d_idx`,
+// with the count at `d_n`): sppark's batch addition, one partial sum per warp,
+// added up on the host.
+template<class bucket, class point, class affine_dev>
+static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
+                    const uint32_t* d_idx, const uint32_t* d_n, point& out)
+{
+    size_t slots = bit_sum_slots(gpu);
+    auto* d_sums = (typename bucket::mem_t*)ws->d_sums;
+    batch_addition<bucket><<<gpu.sm_count(), BATCH_ADD_BLOCK_SIZE, 0, gpu[0]>>>(
+        d_sums, pts, (size_t)0, d_idx, *d_n);
+    CUDA_OK(cudaGetLastError());
+    std::vector<bucket> sums(slots);
+    gpu[0].DtoH(sums.data(), d_sums, slots);
+    gpu[0].sync();
+    out = sum_up(sums);
+}
+
+// A split MSM: the sum of the points behind the ones, plus the MSM of the rest
+// scalars over their points gathered into the workspace (the resident MSM object,
+// sized for the whole vector, handles the smaller count).
+template<class bucket, class msm_type, class point, class affine_dev>
+static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const affine_dev* pts,
+                      const uint32_t* d_ones, const uint32_t* d_n, const uint32_t* d_rest,
+                      const fr_t* rest_s, size_t nrest, point& out)
+{
+    bit_sum<bucket>(gpu, ws, pts, d_ones, d_n, out);
+    if (nrest == 0) return;
+    auto* g = (affine_dev*)ws->d_gather;
+    gather<<<(unsigned)((nrest + 255) / 256), 256, 0, gpu[0]>>>(g, pts, d_rest, nrest);
+    CUDA_OK(cudaGetLastError());
+    gpu[0].sync();
+    typedef typename bucket::affine_t affine;
+    point rest;
+    RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, rest_s, false);
+    if (err.code != cudaSuccess) {
+        std::string m = err.message ? err.message : "split MSM failed";
+        free(err.message);
+        throw cuda_error(err.code, m);
+    }
+    out.add(rest);
 }
 
 extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
@@ -320,6 +422,38 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
         trace(gpu, "coset ntt");
     }
+    // Bit split: upload the index lists (and their counts) on the copy stream while
+    // the NTTs run.
+    bool split = srs && in->ones[0];
+    const uint32_t* d_ones[3] = {nullptr, nullptr, nullptr};
+    const uint32_t* d_rest[3] = {nullptr, nullptr, nullptr};
+    const uint32_t* d_counts = ws->d_idx + ((size_t)3 << ws->lg);
+    if (split) {
+        size_t total = 0, cap = ((size_t)1 << ws->lg) / 8;
+        for (int k = 0; k < 3; k++) {
+            total += in->nones[k] + in->nrest[k];
+            if (in->nrest[k] > cap)
+                throw cuda_error(cudaErrorInvalidValue, std::string("bit-split rest larger than the workspace"));
+        }
+        if (total > ((size_t)3 << ws->lg))
+            throw cuda_error(cudaErrorInvalidValue, std::string("bit-split lists larger than the workspace"));
+        uint32_t counts[4] = {(uint32_t)in->nones[0], (uint32_t)in->nones[1], (uint32_t)in->nones[2], 0};
+        size_t off = 0;
+        auto up = [&](const uint32_t* src, size_t n) {
+            const uint32_t* d = ws->d_idx + off;
+            if (n)
+                CUDA_OK(cudaMemcpyAsync((void*)d, src, n * sizeof(uint32_t), cudaMemcpyHostToDevice, ws->copy));
+            off += n;
+            return d;
+        };
+        for (int k = 0; k < 3; k++) {
+            d_ones[k] = up(in->ones[k], in->nones[k]);
+            d_rest[k] = up(in->rest_idx[k], in->nrest[k]);
+        }
+        CUDA_OK(cudaMemcpyAsync((void*)d_counts, counts, sizeof(counts), cudaMemcpyHostToDevice, ws->copy));
+        CUDA_OK(cudaStreamSynchronize(ws->copy));
+    }
+
     event_t ev_b, ev_c;
     ev_b.record(gpu[1]);
     ev_c.record(gpu[2]);
@@ -365,21 +499,25 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
     out->ms[2] = ms_since(t);
 
     t = std::chrono::steady_clock::now();
-    run_msm(gpu, srs ? srs->l.get() : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], d_counts + 0, d_rest[0], in->rest_s[0], in->nrest[0], out->l);
+    else run_msm(gpu, srs ? srs->l.get() : nullptr, srs ? srs->pl : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
     trace(gpu, "msm l");
     out->ms[3] = ms_since(t);
     t = std::chrono::steady_clock::now();
-    run_msm(gpu, srs ? srs->a.get() : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], d_counts + 1, d_rest[1], in->rest_s[1], in->nrest[1], out->a);
+    else run_msm(gpu, srs ? srs->a.get() : nullptr, srs ? srs->pa : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
     trace(gpu, "msm a");
     out->ms[4] = ms_since(t);
     t = std::chrono::steady_clock::now();
-    run_msm(gpu, srs ? srs->b1.get() : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b1);
+    else run_msm(gpu, srs ? srs->b1.get() : nullptr, srs ? srs->pb1 : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
     out->ms[5] = ms_since(t);
     out->ms[6] = 0;
     out->b2.inf();
     if (in->with_b2) {
         t = std::chrono::steady_clock::now();
-        run_msm(gpu, srs ? srs->b2.get() : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);
+        if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b2);
+        else run_msm(gpu, srs ? srs->b2.get() : nullptr, srs ? srs->pb2 : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);
         out->ms[6] = ms_since(t);
     }
     CUZK_CATCH

@@ -38,6 +38,8 @@ pub struct StagedPartition {
     pub(crate) host: HostPartition,
     /// The CUDA backend's pinned copy of the host arrays (then emptied in `host`).
     pub(crate) pinned: Option<crate::pinned::PinnedPartition>,
+    /// The CUDA backend's bit split of the MSM scalars, when it pays.
+    pub(crate) split: Option<crate::split::Split>,
 }
 
 impl StagedPartition {

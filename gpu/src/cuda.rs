@@ -36,11 +36,20 @@ pub struct CudaOptions {
     pub vram_margin: u64,
     /// Bound of the pinned host staging pool; 0 = stage from pageable memory.
     pub pinned_memory: u64,
+    /// Split the L, A, B MSMs by scalar value when the parameters are resident and
+    /// the scalars are mostly 0 and 1 (a PoRep witness; see `gpu/src/split.rs`).
+    pub bit_split: bool,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions { devices: Vec::new(), srs_resident: true, vram_margin: 4 << 30, pinned_memory: 16 << 30 }
+        CudaOptions {
+            devices: Vec::new(),
+            srs_resident: true,
+            vram_margin: 4 << 30,
+            pinned_memory: 16 << 30,
+            bit_split: false,
+        }
     }
 }
 
@@ -111,6 +120,7 @@ mod imp {
         cpu::check_counts,
         ffi::{self, cuda},
         pinned::{PinnedPartition, PinnedPool, PinnedStats},
+        split::Split,
         Backend, DeviceStats, HostPartition, MsmResults, StagedPartition,
     };
 
@@ -137,9 +147,11 @@ mod imp {
         }
     }
 
-    /// The a/b/c workspace of a 2^lg domain.
+    /// The workspace of a 2^lg domain: a, b, c, the bit-split index lists (3 << lg
+    /// u32), the gathered rest points (2^lg / 8 G2 points) and the partial sums
+    /// (under 1 MiB).
     fn ws_bytes(lg: u32) -> u64 {
-        (3 * 32u64) << lg
+        ((3 * 32u64 + 3 * 4 + 192 / 8) << lg) + (1 << 20)
     }
 
     #[derive(Default)]
@@ -342,6 +354,9 @@ mod imp {
         }
 
         fn stage(&self, mut host: HostPartition) -> Result<StagedPartition, GpuError> {
+            // Here, on StagePcie's worker, not in ProveGpu's: CPU work off the path
+            // that feeds the device.
+            let split = if self.opts.bit_split { crate::split::split(&host) } else { None };
             // Copy into pinned memory here, on the CPU, so that the uploads inside
             // `execute` run at full PCIe bandwidth; free the pageable arrays at once.
             let counts = [
@@ -371,7 +386,7 @@ mod imp {
             if pinned.is_some() {
                 host = HostPartition { domain_log2: host.domain_log2, ..HostPartition::default() };
             }
-            Ok(StagedPartition { backend: self.name(), host, pinned })
+            Ok(StagedPartition { backend: self.name(), host, pinned, split })
         }
 
         fn pinned_stats(&self) -> Option<PinnedStats> {
@@ -382,7 +397,7 @@ mod imp {
             if staged.backend != self.name() {
                 return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
             }
-            let (p, pin) = (staged.host, staged.pinned);
+            let (p, pin, split) = (staged.host, staged.pinned, staged.split);
             // From the pinned copy when there is one, else from the host arrays.
             let arrays = match &pin {
                 Some(pp) => Arrays {
@@ -407,7 +422,7 @@ mod imp {
             let (dev, mut st) = self.acquire();
             let device = &self.devices[dev];
             let c = &device.counters;
-            let first = self.run(dev, &mut st, &arrays, srs, with_b_g2, self.opts.srs_resident);
+            let first = self.run(dev, &mut st, &arrays, srs, with_b_g2, self.opts.srs_resident, split.as_ref());
             let result = match first {
                 Err(GpuError::Cuda { op, code, msg, out_of_memory: true, .. }) => {
                     // Free what this device caches (resident parameters, the a/b/c
@@ -421,7 +436,7 @@ mod imp {
                     st.ws = None;
                     device.publish(&st);
                     warn!(device = dev, op, code, error = %msg, freed, "out of device memory; freed cached memory, retrying once");
-                    match self.run(dev, &mut st, &arrays, srs, with_b_g2, false) {
+                    match self.run(dev, &mut st, &arrays, srs, with_b_g2, false, None) {
                         Ok(r) => {
                             c.recovered.fetch_add(1, Ordering::Relaxed);
                             Ok(r)
@@ -473,6 +488,7 @@ mod imp {
 
     impl CudaBackend {
         /// One attempt at a partition on device `dev` (its state locked by the caller).
+        #[allow(clippy::too_many_arguments)] // one call site each for the try and the retry
         fn run(
             &self,
             dev: usize,
@@ -481,6 +497,7 @@ mod imp {
             srs: &ProvingKey,
             with_b_g2: bool,
             allow_resident: bool,
+            split: Option<&Split>,
         ) -> Result<MsmResults, GpuError> {
             let device = &self.devices[dev];
             let index = device.info.index;
@@ -514,7 +531,7 @@ mod imp {
             let resident = if allow_resident { self.ensure_resident(dev, st, srs) } else { None };
             let ptrs = arr.ptrs;
             let counts = arr.counts;
-            let inputs = cuda::Inputs {
+            let mut inputs = cuda::Inputs {
                 a: ptrs[0].cast(),
                 b: ptrs[1].cast(),
                 c: ptrs[2].cast(),
@@ -528,12 +545,27 @@ mod imp {
                 b_s: ptrs[5].cast(),
                 nb: counts[5],
                 with_b2: with_b_g2,
+                ones: [std::ptr::null(); 3],
+                nones: [0; 3],
+                rest_idx: [std::ptr::null(); 3],
+                rest_s: [std::ptr::null(); 3],
+                nrest: [0; 3],
                 h_pts: srs.h.as_ptr(),
                 l_pts: srs.l.as_ptr(),
                 a_pts: srs.a.as_ptr(),
                 b1_pts: srs.b_g1.as_ptr(),
                 b2_pts: srs.b_g2.as_ptr(),
             };
+            // Split only with resident points (the sums and gathers address them).
+            let split = split.filter(|_| resident.is_some());
+            if let Some(sp) = split {
+                let l = &sp.lists;
+                inputs.ones = [0, 1, 2].map(|k| l[k].ones.as_ptr());
+                inputs.nones = [0, 1, 2].map(|k| l[k].ones.len());
+                inputs.rest_idx = [0, 1, 2].map(|k| l[k].rest_idx.as_ptr());
+                inputs.rest_s = [0, 1, 2].map(|k| l[k].rest.as_ptr());
+                inputs.nrest = [0, 1, 2].map(|k| l[k].rest.len());
+            }
             let DeviceState { ws, resident: res, .. } = st;
             let ws = ws.as_mut().expect("workspace allocated above");
             let out = ws.execute(resident.map(|i| &res[i].srs), &inputs).map_err(cuda_err("execute", dev))?;
@@ -547,6 +579,10 @@ mod imp {
             ];
             if with_b_g2 {
                 timings.push(("msm_b_g2", ms(out.ms[6])));
+            }
+            if let Some(sp) = split {
+                // Done in `stage`; reported here, where it is known to be used.
+                timings.push(("bit_split", sp.took));
             }
             Ok(MsmResults {
                 h: ffi::g1_projective(out.h),

@@ -20,6 +20,8 @@ pub mod cuda;
 mod error;
 mod ffi;
 pub mod pinned;
+#[cfg_attr(not(cuzk_cuda), allow(dead_code))]
+mod split;
 
 pub use backend::{Backend, DeviceStats, HostPartition, MsmResults, OpTimings, StagedPartition};
 pub use error::GpuError;

@@ -101,6 +101,7 @@ fn cuda_matches_cpu() {
     // partitions (those fall back to pageable memory).
     let pageable = CudaBackend::new(CudaOptions { pinned_memory: 0, ..Default::default() }).unwrap();
     let small_pool = CudaBackend::new(CudaOptions { pinned_memory: 64 << 20, ..Default::default() }).unwrap();
+    let bit_split = CudaBackend::new(CudaOptions { bit_split: true, ..Default::default() }).unwrap();
     let sizes = std::env::var("CUZK_GPU_TEST_LOG2").unwrap_or_else(|_| "8,12,15".into());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     for lg in sizes.split(',').map(|s| s.trim().parse::<u32>().unwrap()) {
@@ -109,27 +110,52 @@ fn cuda_matches_cpu() {
             let (nl, na) = (n / 2 + rng.gen_range(1..16), n / 3 + 7);
             let nb = if n == m { 0 } else { n / 5 + 1 };
             let srs = fake_srs(m, nl, na, nb);
-            let host = HostPartition {
-                a: scalars(n, 1),
-                b: scalars(n, 2),
-                c: scalars(n, 3),
-                domain_log2: lg,
-                l_scalars: bytes(&scalars(nl, 4)),
-                a_scalars: bytes(&scalars(na, 5)),
-                b_scalars: bytes(&scalars(nb, 6)),
-            };
-            let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
-            let variants =
-                [("resident", &gpu), ("streaming", &streaming), ("pageable", &pageable), ("small pool", &small_pool)];
-            for (name, be) in variants {
-                let got = be.execute(be.stage(host.clone()).unwrap(), &srs, true).unwrap();
-                let ctx = format!("lg {lg} n {n} {name}");
-                assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {ctx}");
-                assert_eq!(got.l.to_affine(), want.l.to_affine(), "L {ctx}");
-                assert_eq!(got.a.to_affine(), want.a.to_affine(), "A {ctx}");
-                assert_eq!(got.b_g1.to_affine(), want.b_g1.to_affine(), "B_G1 {ctx}");
-                assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 {ctx}");
-                eprintln!("ok {ctx}: {:?}", got.timings);
+            // Random MSM scalars, and witness-like ones (mostly 0 and 1, as in
+            // PoRep), which take the bit-split path when the points are resident.
+            for witness in [false, true] {
+                let msm_scalars = |k: usize, seed: u64| {
+                    let mut v = scalars(k, seed);
+                    if witness {
+                        // 1 in 10 is neither 0 nor 1: under the split's 1/8 limit.
+                        for (i, x) in v.iter_mut().enumerate() {
+                            match i % 10 {
+                                0 => {}
+                                1..=5 => *x = Scalar::ZERO,
+                                _ => *x = Scalar::ONE,
+                            }
+                        }
+                    }
+                    bytes(&v)
+                };
+                let host = HostPartition {
+                    a: scalars(n, 1),
+                    b: scalars(n, 2),
+                    c: scalars(n, 3),
+                    domain_log2: lg,
+                    l_scalars: msm_scalars(nl, 4),
+                    a_scalars: msm_scalars(na, 5),
+                    b_scalars: msm_scalars(nb, 6),
+                };
+                let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
+                let variants = [
+                    ("resident", &gpu),
+                    ("streaming", &streaming),
+                    ("pageable", &pageable),
+                    ("small pool", &small_pool),
+                    ("bit split", &bit_split),
+                ];
+                for (name, be) in variants {
+                    let got = be.execute(be.stage(host.clone()).unwrap(), &srs, true).unwrap();
+                    let ctx = format!("lg {lg} n {n} {name}{}", if witness { " witness" } else { "" });
+                    assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {ctx}");
+                    assert_eq!(got.l.to_affine(), want.l.to_affine(), "L {ctx}");
+                    assert_eq!(got.a.to_affine(), want.a.to_affine(), "A {ctx}");
+                    assert_eq!(got.b_g1.to_affine(), want.b_g1.to_affine(), "B_G1 {ctx}");
+                    assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 {ctx}");
+                    let split = got.timings.iter().any(|(op, _)| *op == "bit_split");
+                    assert_eq!(split, witness && name == "bit split", "split used: {ctx}");
+                    eprintln!("ok {ctx}: {:?}", got.timings);
+                }
             }
         }
     }

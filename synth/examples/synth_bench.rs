@@ -2,6 +2,8 @@
 //! recording the structure, and pre-compiled (witness + sparse products).
 //!
 //! `cargo run --release -p cuzk-synth --example synth_bench -- <c1.json> [repeats]`
+//! (`ONLY_PRECOMPILED=1`: time only the pre-compiled path, for a profiler;
+//! `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits).
 
 use std::time::Instant;
 
@@ -28,6 +30,16 @@ fn main() {
         pre.distinct_coefficients(),
         pre.heap_bytes() as f64 / (1 << 20) as f64
     );
+    if std::env::var_os("BITS").is_some() {
+        use ff::Field;
+        let z = recorded.aux.iter().filter(|v| **v == blstrs::Scalar::ZERO).count();
+        let o = recorded.aux.iter().filter(|v| **v == blstrs::Scalar::ONE).count();
+        println!("aux {} zero {z} one {o}", recorded.aux.len());
+        let ad = recorded.a_aux_density.count();
+        let bd = recorded.b_aux_density.count();
+        println!("a density {ad} b density {bd}");
+        return;
+    }
     if std::env::var_os("ONLY_PRECOMPILED").is_some() {
         for _ in 0..repeats {
             let p = parts().remove(0);

@@ -24,7 +24,7 @@ impl Backend for CpuBackend {
 
     fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
         // Nothing to copy: the kernels read host memory.
-        Ok(StagedPartition { backend: self.name(), host, pinned: None })
+        Ok(StagedPartition { backend: self.name(), host, pinned: None, split: None })
     }
 
     fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
