@@ -186,6 +186,13 @@ pub fn render(snap: &EngineSnapshot) -> String {
         family(&mut o, "cuzk_host_total_memory_bytes", "gauge", "Memory installed on the host.");
         let _ = writeln!(o, "cuzk_host_total_memory_bytes {total}");
     }
+    family(
+        &mut o,
+        "cuzk_precompiled_circuit_bytes",
+        "gauge",
+        "Host memory held by recorded circuit structures (charged to the host budget).",
+    );
+    let _ = writeln!(o, "cuzk_precompiled_circuit_bytes {}", snap.precompiled_bytes);
     if let Some(p) = &snap.pinned {
         let pinned: [(&str, &str, &str, u64); 4] = [
             ("cuzk_pinned_capacity_bytes", "gauge", "Bound of the pinned staging pool.", p.capacity),

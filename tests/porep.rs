@@ -291,6 +291,8 @@ fn non_interactive_porep_2kib_aggregates_and_verifies() {
         ops.contains(&"synth_record") && ops.contains(&"synth_precompiled"),
         "one partition records the circuit, later ones use the recording: {ops:?}"
     );
+    let held = e1.snapshot_blocking().precompiled_bytes;
+    assert!(held > 100 << 20, "the 2KiB recording is kept with its parameters: {held} bytes");
     e1.shutdown();
 
     // Parameters present, inner-product SRS missing.

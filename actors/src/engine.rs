@@ -38,6 +38,7 @@ struct Running {
 struct Inner {
     ingest: Addr<StageActor<Ingest>>,
     params: Arc<crate::ingest::ParamCache>,
+    compiled: Arc<crate::synthesize::CompiledCache>,
     tracker: Addr<JobTracker>,
     host_ledger: Arc<Ledger>,
     stages: Vec<Arc<dyn StageControl>>,
@@ -128,6 +129,8 @@ pub struct EngineSnapshot {
     /// Per-device VRAM budget and CUDA error counters (CUDA backend only).
     #[serde(skip)]
     pub devices: Vec<cuzk_gpu::DeviceStats>,
+    /// Host bytes held by recorded circuit structures (pre-compiled synthesis).
+    pub precompiled_bytes: u64,
 }
 
 impl Engine {
@@ -165,6 +168,7 @@ impl Engine {
             inner: Arc::new(Inner {
                 ingest: topo.ingest,
                 params: topo.params,
+                compiled: topo.compiled,
                 tracker: topo.tracker,
                 host_ledger: topo.host_ledger,
                 stages: topo.stages,
@@ -289,6 +293,7 @@ impl Engine {
             jobs,
             pinned: self.pinned(),
             devices: self.inner.backend_arc.device_stats(),
+            precompiled_bytes: self.inner.compiled.bytes(),
         }
     }
 

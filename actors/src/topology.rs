@@ -41,6 +41,8 @@ pub struct Topology {
     pub stages: Vec<Arc<dyn StageControl>>,
     /// Filecoin parameters Ingest has loaded.
     pub params: Arc<ParamCache>,
+    /// Recorded circuit structures Synthesize uses.
+    pub compiled: Arc<CompiledCache>,
     /// Kept so the arbiters (threads) live as long as the topology.
     pub arbiters: Vec<Arbiter>,
 }
@@ -127,14 +129,18 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let prepare = b.stage(move || PrepareMsm { b_g2_on_cpu }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
     let compiled = Arc::new(CompiledCache::new(cfg.synthesize.precompile, host_ledger.clone()));
     let nice = cfg.synthesize.nice;
+    let synth_compiled = compiled.clone();
     let synth = b.stage(
-        move || Synthesize { compiled: compiled.clone(), nice },
+        move || Synthesize { compiled: synth_compiled.clone(), nice },
         cfg.synthesize.limits(),
         prepare.recipient(),
         true,
     )?;
     let params =
         Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), cuzk_srs::LoadOptions::default(), host_ledger.clone()));
+    // Recordings go with their parameters: release them as soon as those are evicted.
+    let purge = compiled.clone();
+    params.set_on_evict(move || purge.purge());
     if !cfg.ingest.preload.is_empty() {
         // In the background: the engine serves jobs while parameters load.
         let (params, preload) = (params.clone(), cfg.ingest.preload.clone());
@@ -160,5 +166,5 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
 
     // `try_send`: the tracker was just started and its mailbox is empty.
     tracker.try_send(SetStages(b.stages.clone())).map_err(|e| EngineError::Start(format!("tracker: {e}")))?;
-    Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, params, arbiters: b.arbiters })
+    Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, params, compiled, arbiters: b.arbiters })
 }

@@ -386,13 +386,23 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     out.add(rest);
 }
 
-extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
-                                  const cuzk_inputs* in, cuzk_outputs* out)
+static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, const cuzk_srs* srs,
+                              const cuzk_inputs* in, cuzk_outputs* out)
 {
-    CUZK_TRY
-    const gpu_t& gpu = select_gpu(ws->dev);
     if (in->lg > ws->lg)
         throw cuda_error(cudaErrorInvalidValue, std::string("workspace smaller than the domain"));
+    // Bit-split lists: checked before anything is queued.
+    bool split = srs && in->ones[0];
+    if (split) {
+        size_t total = 0, cap = ((size_t)1 << ws->lg) / 8;
+        for (int k = 0; k < 3; k++) {
+            total += in->nones[k] + in->nrest[k];
+            if (in->nrest[k] > cap)
+                throw cuda_error(cudaErrorInvalidValue, std::string("bit-split rest larger than the workspace"));
+        }
+        if (total > ((size_t)3 << ws->lg))
+            throw cuda_error(cudaErrorInvalidValue, std::string("bit-split lists larger than the workspace"));
+    }
     size_t N = (size_t)1 << in->lg;
     fr_t* d_a = ws->d_abc;
     fr_t* d_b = d_a + N;
@@ -424,19 +434,10 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
     }
     // Bit split: upload the index lists (and their counts) on the copy stream while
     // the NTTs run.
-    bool split = srs && in->ones[0];
     const uint32_t* d_ones[3] = {nullptr, nullptr, nullptr};
     const uint32_t* d_rest[3] = {nullptr, nullptr, nullptr};
     const uint32_t* d_counts = ws->d_idx + ((size_t)3 << ws->lg);
     if (split) {
-        size_t total = 0, cap = ((size_t)1 << ws->lg) / 8;
-        for (int k = 0; k < 3; k++) {
-            total += in->nones[k] + in->nrest[k];
-            if (in->nrest[k] > cap)
-                throw cuda_error(cudaErrorInvalidValue, std::string("bit-split rest larger than the workspace"));
-        }
-        if (total > ((size_t)3 << ws->lg))
-            throw cuda_error(cudaErrorInvalidValue, std::string("bit-split lists larger than the workspace"));
         uint32_t counts[4] = {(uint32_t)in->nones[0], (uint32_t)in->nones[1], (uint32_t)in->nones[2], 0};
         size_t off = 0;
         auto up = [&](const uint32_t* src, size_t n) {
@@ -519,6 +520,23 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
         if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b2);
         else run_msm(gpu, srs ? srs->b2.get() : nullptr, srs ? srs->pb2 : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);
         out->ms[6] = ms_since(t);
+    }
+}
+
+extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
+                                  const cuzk_inputs* in, cuzk_outputs* out)
+{
+    CUZK_TRY
+    const gpu_t& gpu = select_gpu(ws->dev);
+    try {
+        execute_partition(gpu, ws, srs, in, out);
+    } catch (...) {
+        // Leave nothing queued: the copy stream does not wait for the kernels, so
+        // the next partition's upload could race a failed one's NTT, and the caller
+        // frees or reuses the host buffers these copies read.
+        (void)cudaStreamSynchronize(ws->copy);
+        try { gpu.sync(); } catch (...) {}
+        throw;
     }
     CUZK_CATCH
 }

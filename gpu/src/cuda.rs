@@ -356,7 +356,7 @@ mod imp {
         fn stage(&self, mut host: HostPartition) -> Result<StagedPartition, GpuError> {
             // Here, on StagePcie's worker, not in ProveGpu's: CPU work off the path
             // that feeds the device.
-            let split = if self.opts.bit_split { crate::split::split(&host) } else { None };
+            let split = if self.opts.bit_split && self.opts.srs_resident { crate::split::split(&host) } else { None };
             // Copy into pinned memory here, on the CPU, so that the uploads inside
             // `execute` run at full PCIe bandwidth; free the pageable arrays at once.
             let counts = [

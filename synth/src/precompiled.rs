@@ -149,7 +149,10 @@ impl Recorder {
             return TWO;
         }
         let key = c.to_repr().as_ref().try_into().expect("Fr encodes in 32 bytes");
-        let next = self.coeffs.len() as u32;
+        let Ok(next) = u32::try_from(self.coeffs.len()) else {
+            self.too_large = true;
+            return ONE;
+        };
         *self.coeff_index.entry(key).or_insert_with(|| {
             self.coeffs.push(*c);
             next
@@ -253,6 +256,8 @@ impl ConstraintSystem<Scalar> for Recorder {
 struct Witness {
     input: Vec<Scalar>,
     aux: Vec<Scalar>,
+    /// `enforce` calls: checked against the recording's constraint count.
+    constraints: usize,
 }
 
 impl ConstraintSystem<Scalar> for Witness {
@@ -290,6 +295,7 @@ impl ConstraintSystem<Scalar> for Witness {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
+        self.constraints += 1;
     }
 
     fn push_namespace<NR, N>(&mut self, _: N)
@@ -379,16 +385,20 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
 /// [`SynthError::StructureMismatch`] when it allocates a different number of inputs
 /// or aux variables than the recorded circuit (it is not the same circuit).
 pub fn synthesize_precompiled<C: Circuit<Scalar>>(circuit: C, pre: &Precompiled) -> Result<Assignment, SynthError> {
-    let mut cs = Witness { input: Vec::with_capacity(pre.inputs), aux: Vec::with_capacity(pre.aux) };
+    let mut cs = Witness { input: Vec::with_capacity(pre.inputs), aux: Vec::with_capacity(pre.aux), constraints: 0 };
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
-    if cs.input.len() != pre.inputs || cs.aux.len() != pre.aux {
+    // The recording also holds one `input * 0 = 0` row per input.
+    let constraints = cs.constraints + cs.input.len();
+    if cs.input.len() != pre.inputs || cs.aux.len() != pre.aux || constraints != pre.constraints() {
         return Err(SynthError::StructureMismatch(format!(
-            "the circuit has {} inputs and {} aux variables; the recorded one has {} and {}",
+            "the circuit has {} inputs, {} aux variables and {} constraints; the recorded one has {}, {} and {}",
             cs.input.len(),
             cs.aux.len(),
+            constraints,
             pre.inputs,
-            pre.aux
+            pre.aux,
+            pre.constraints()
         )));
     }
     let n = pre.constraints();

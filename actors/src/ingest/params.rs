@@ -40,6 +40,9 @@ pub struct ParamCache {
     /// Held while loading (one load at a time), so that the map lock is never held
     /// through a load that takes minutes: hits, status and eviction go on meanwhile.
     loading: Mutex<()>,
+    /// Run after parameters are evicted: what other caches keyed by them (the
+    /// recorded circuits) hold for the evicted set is freed at once, not lazily.
+    on_evict: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl ParamCache {
@@ -52,6 +55,18 @@ impl ParamCache {
             loaded: Mutex::new(HashMap::new()),
             ipp: Mutex::new(None),
             loading: Mutex::new(()),
+            on_evict: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets the hook run after evictions (once; later calls are ignored).
+    pub fn set_on_evict(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_evict.set(Box::new(f));
+    }
+
+    fn evicted(&self) {
+        if let Some(f) = self.on_evict.get() {
+            f();
         }
     }
 
@@ -86,7 +101,10 @@ impl ParamCache {
         if users > 0 {
             return Err(format!("{proof:?} parameters are in use by {users} job(s); evict them when idle"));
         }
-        Ok(map.remove(&path).map(|r| r.bytes))
+        let freed = map.remove(&path).map(|r| r.bytes);
+        drop(map);
+        self.evicted();
+        Ok(freed)
     }
 
     /// Bytes of parameters resident now (the inner-product SRS included).
@@ -103,7 +121,10 @@ impl ParamCache {
             match self.budget.reserve(bytes)? {
                 Grant::Now(r) => break r,
                 // Withdraw the request (dropping the receiver) and make room if we can.
-                Grant::Later(_) if Self::evict_one_idle(&mut self.lock()) => continue,
+                Grant::Later(_) if Self::evict_one_idle(&mut self.lock()) => {
+                    self.evicted();
+                    continue;
+                }
                 Grant::Later(mut rx) => {
                     // Wait for partitions to free memory, evicting parameters that
                     // become idle meanwhile (they would otherwise hold it forever).
@@ -116,7 +137,9 @@ impl ParamCache {
                             }
                             Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {}
                         }
-                        Self::evict_one_idle(&mut self.lock());
+                        if Self::evict_one_idle(&mut self.lock()) {
+                            self.evicted();
+                        }
                         std::thread::sleep(std::time::Duration::from_millis(20));
                     };
                 }
@@ -243,6 +266,12 @@ mod tests {
         // Room for one set at a time.
         let ledger = Ledger::new("host", sa.max(sb) + sa.min(sb) / 2);
         let cache = ParamCache::new(dir.clone(), LoadOptions::default(), ledger.clone());
+        let evictions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let n = evictions.clone();
+        cache.set_on_evict(move || {
+            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        let evicted = || evictions.load(std::sync::atomic::Ordering::Relaxed);
 
         let ka = cache.get(a).unwrap();
         assert_eq!(ledger.snapshot().used, sa);
@@ -251,6 +280,7 @@ mod tests {
         // a is idle: loading b evicts it.
         let kb = cache.get(b).unwrap();
         assert_eq!(ledger.snapshot().used, sb);
+        assert_eq!(evicted(), 1, "the eviction hook runs (recordings keyed by `a` go now)");
         // b is in use: a waits until b goes idle, then b is evicted.
         let t = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(200));
@@ -266,6 +296,7 @@ mod tests {
         drop(ka);
         assert_eq!(cache.evict(a).unwrap(), Some(sa));
         assert_eq!(ledger.snapshot().used, 0);
+        assert_eq!(evicted(), 3, "idle eviction of b, then the explicit one");
         assert_eq!(cache.evict(a).unwrap(), None);
         // Larger than the whole budget: an error, at once.
         let small = ParamCache::new(dir.clone(), LoadOptions::default(), Ledger::new("host", 10));

@@ -148,6 +148,11 @@ impl CompiledCache {
         }
     }
 
+    /// Drops the recordings of parameters that are gone, returning their bytes.
+    pub fn purge(&self) {
+        drop(self.lock());
+    }
+
     /// Bytes reserved for recordings now (finished or in progress).
     pub fn bytes(&self) -> u64 {
         self.lock()
@@ -157,6 +162,18 @@ impl CompiledCache {
                 _ => 0,
             })
             .sum()
+    }
+}
+
+/// Abandons a claimed recording if dropped while panicking (the stage runtime
+/// catches the panic and fails the partition; the next partition records).
+pub struct AbandonOnPanic<'a>(pub &'a CompiledCache, pub &'a Arc<ProvingKey>);
+
+impl Drop for AbandonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abandon(self.1);
+        }
     }
 }
 

@@ -73,6 +73,8 @@ impl Stage for Synthesize {
         let (PartitionCircuit(circuit), mut base) = item.take();
         let key = base.job.srs().clone();
         let plan = if circuit.precompile() { self.compiled.plan(&key) } else { Plan::Plain };
+        // A recording that panics must not leave its slot claimed forever.
+        let _guard = matches!(plan, Plan::Record).then(|| compiled::AbandonOnPanic(&self.compiled, &key));
         let t = Instant::now();
         let (op, result) = match &plan {
             Plan::Plain => ("synth_plain", circuit.synthesize_with(SynthMode::Plain)),
