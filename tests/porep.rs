@@ -230,11 +230,18 @@ fn preloaded_parameters_are_charged_to_the_host_budget() {
         assert!(t.elapsed().as_secs() < 120, "parameters were not preloaded: {:?}", engine.host_budget());
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // A job now finds them resident: the budget holds them plus nothing else after it.
+    // A job now finds them resident: after it, the budget holds them and the circuit
+    // recording made from its partition (kept with the parameters), nothing else.
     let f = fixture(4);
     let out = engine.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id)).unwrap();
     assert!(verify(&f, f.sector_id, &out.wait_blocking().unwrap().proof_bytes()));
-    assert_eq!(engine.host_budget().used, size, "only the resident parameters remain charged");
+    let recorded = engine.snapshot_blocking().precompiled_bytes;
+    assert!(recorded > 0, "the partition's circuit was recorded");
+    assert_eq!(
+        engine.host_budget().used,
+        size + recorded,
+        "only the resident parameters and their recording remain charged"
+    );
     engine.shutdown();
 }
 
