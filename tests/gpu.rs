@@ -87,7 +87,7 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
     let start = |kind, bit_split| {
         let mut cfg = small_config();
         cfg.backend.kind = kind;
-        cfg.backend.bit_split = bit_split;
+        cfg.prepare_msm.bit_split = bit_split;
         cfg.ingest.param_cache = dir.clone();
         Engine::start(cfg).unwrap()
     };
@@ -103,7 +103,7 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
     let c = cpu.submit_blocking(job()).unwrap().wait_blocking().unwrap().proof_bytes();
     assert_eq!(g.len(), 192 * usize::from(common::porep::PROOF.partitions()));
     assert_eq!(g, c, "2KiB PoRep: GPU vs CPU backend proof bytes");
-    assert_eq!(s, c, "2KiB PoRep: GPU with the bit split vs CPU backend proof bytes");
+    assert_eq!(s, c, "2KiB PoRep: GPU with the bit split vs CPU backend (every scalar) proof bytes");
     assert!(common::porep::verify(&f, f.sector_id, &g), "verify_seal rejected the GPU proof");
     eprintln!("ok porep 2KiB: GPU job {gpu_time:?}");
     for e in [gpu, split, cpu] {

@@ -41,7 +41,19 @@ fn c1_json_and_wrapper_prove_and_verify() {
     assert!(verify(&f, f.sector_id, &pb), "verify_seal rejected the proof from the wrapper");
     assert_eq!(pa, pb, "same C1, same randomness: same bytes in both formats");
     assert!(!verify(&f, f.sector_id + 1, &pa), "a proof must not verify for another sector");
+    // The witness is mostly bits: PrepareMsm split the MSM scalars by value, and the
+    // same proof comes out with every scalar converted instead.
+    assert!(a.timings.ops.iter().any(|(n, _)| *n == "bit_split"), "the PoRep witness takes the bit split");
     engine.shutdown();
+    let dense = engine_with(|c| {
+        c.ingest.param_cache = param_cache();
+        c.prepare_msm.bit_split = false;
+    });
+    let d = dense.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id).with_seed(9)).unwrap();
+    let d = d.wait_blocking().unwrap();
+    assert!(d.timings.ops.iter().any(|(n, _)| *n == "to_canonical"), "bit_split = false converts every scalar");
+    assert_eq!(d.proof_bytes(), pa, "the bit split changes no proof byte");
+    dense.shutdown();
 }
 
 /// Our synthesis of every partition of `f` against bellperson's BenchCS count of

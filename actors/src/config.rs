@@ -154,13 +154,6 @@ pub struct BackendConfig {
     /// Bound of the pinned host memory StagePcie stages partitions in (uploads from it
     /// run at full PCIe speed); 0 = stage from pageable memory.
     pub pinned_memory: ByteSize,
-    /// Split the L, A and B MSMs by scalar value when the parameters are resident
-    /// and the scalars are mostly 0 and 1: the points behind the ones are summed,
-    /// zeros are skipped, and the rest (under 2% for PoRep) is an MSM over its
-    /// gathered points, all on the device. The same group elements, so the same
-    /// proof bytes. Off by default until its kernel test has run on a GPU
-    /// (docs/gpu.md).
-    pub bit_split: bool,
 }
 
 impl Default for BackendConfig {
@@ -171,7 +164,6 @@ impl Default for BackendConfig {
             srs_resident: true,
             vram_margin: ByteSize(4 << 30),
             pinned_memory: ByteSize(16 << 30),
-            bit_split: false,
         }
     }
 }

@@ -126,7 +126,9 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         BG2Placement::Backend => false,
         BG2Placement::Auto => backend.name() == "cpu",
     };
-    let prepare = b.stage(move || PrepareMsm { b_g2_on_cpu }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
+    let bit_split = cfg.prepare_msm.bit_split;
+    let prepare =
+        b.stage(move || PrepareMsm { b_g2_on_cpu, bit_split }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
     let compiled = Arc::new(CompiledCache::new(cfg.synthesize.precompile, host_ledger.clone()));
     let nice = cfg.synthesize.nice;
     let synth_compiled = compiled.clone();

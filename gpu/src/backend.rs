@@ -3,31 +3,33 @@ use std::time::Duration;
 use blstrs::{G1Projective, G2Projective, Scalar};
 use cuzk_srs::ProvingKey;
 
-use crate::{GpuError, ScalarBytes};
+use crate::{GpuError, MsmScalars};
 
 /// One partition's inputs to the accelerator, as PrepareMsm leaves them on the host.
 ///
 /// `a`, `b`, `c` are the constraint evaluations (length = constraints, at most
 /// `2^domain_log2`; the backend pads with zeros). The MSM scalars are compacted by
 /// density so that they line up with the parameter vectors one to one:
-/// `l_scalars` ↔ `l`, `a_scalars` ↔ `a`, `b_scalars` ↔ `b_g1` and `b_g2`.
+/// `l_scalars` ↔ `l`, `a_scalars` ↔ `a`, `b_scalars` ↔ `b_g1` and `b_g2`; each is
+/// dense or split by value ([`MsmScalars`]).
 #[derive(Clone, Debug, Default)]
 pub struct HostPartition {
     pub a: Vec<Scalar>,
     pub b: Vec<Scalar>,
     pub c: Vec<Scalar>,
     pub domain_log2: u32,
-    pub l_scalars: Vec<ScalarBytes>,
-    pub a_scalars: Vec<ScalarBytes>,
-    pub b_scalars: Vec<ScalarBytes>,
+    pub l_scalars: MsmScalars,
+    pub a_scalars: MsmScalars,
+    pub b_scalars: MsmScalars,
 }
 
 impl HostPartition {
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> u64 {
-        let s = 32u64;
-        (self.a.capacity() + self.b.capacity() + self.c.capacity()) as u64 * s
-            + (self.l_scalars.capacity() + self.a_scalars.capacity() + self.b_scalars.capacity()) as u64 * s
+        (self.a.capacity() + self.b.capacity() + self.c.capacity()) as u64 * 32
+            + self.l_scalars.heap_bytes()
+            + self.a_scalars.heap_bytes()
+            + self.b_scalars.heap_bytes()
     }
 }
 
@@ -36,10 +38,9 @@ impl HostPartition {
 pub struct StagedPartition {
     pub(crate) backend: &'static str,
     pub(crate) host: HostPartition,
-    /// The CUDA backend's pinned copy of the host arrays (then emptied in `host`).
+    /// The CUDA backend's pinned copy of a, b, c and the dense scalar vectors
+    /// (those are then emptied in `host`).
     pub(crate) pinned: Option<crate::pinned::PinnedPartition>,
-    /// The CUDA backend's bit split of the MSM scalars, when it pays.
-    pub(crate) split: Option<crate::split::Split>,
 }
 
 impl StagedPartition {
@@ -65,6 +66,9 @@ pub struct MsmResults {
     pub b_g1: G1Projective,
     /// sum over B query in G2, when the backend was asked for it
     pub b_g2: Option<G2Projective>,
+    /// Whether the L, A and B MSMs ran on split scalars (sums of the ones' points
+    /// plus MSMs of the rest) rather than on every scalar.
+    pub split: bool,
     pub timings: OpTimings,
 }
 

@@ -36,9 +36,6 @@ pub struct CudaOptions {
     pub vram_margin: u64,
     /// Bound of the pinned host staging pool; 0 = stage from pageable memory.
     pub pinned_memory: u64,
-    /// Split the L, A, B MSMs by scalar value when the parameters are resident and
-    /// the scalars are mostly 0 and 1 (a PoRep witness; see `gpu/src/split.rs`).
-    pub bit_split: bool,
 }
 
 impl Default for CudaOptions {
@@ -48,7 +45,6 @@ impl Default for CudaOptions {
             srs_resident: true,
             vram_margin: 4 << 30,
             pinned_memory: 16 << 30,
-            bit_split: false,
         }
     }
 }
@@ -120,8 +116,7 @@ mod imp {
         cpu::check_counts,
         ffi::{self, cuda},
         pinned::{PinnedPartition, PinnedPool, PinnedStats},
-        split::Split,
-        Backend, DeviceStats, HostPartition, MsmResults, StagedPartition,
+        Backend, DeviceStats, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars, StagedPartition,
     };
 
     /// Whether this build has CUDA code.
@@ -192,11 +187,24 @@ mod imp {
     }
 
     /// Pointers and counts of a, b, c and the three scalar vectors of a staged
-    /// partition, and its domain.
-    struct Arrays {
+    /// partition, and its domain. A split scalar vector has its lists in `split`
+    /// and a null pointer here (its count is the number of points).
+    struct Arrays<'a> {
         ptrs: [*const u8; 6],
         counts: [usize; 6],
         lg: u32,
+        split: [Option<&'a SplitScalars>; 3],
+    }
+
+    impl Arrays<'_> {
+        /// The device split applies: all three vectors split, their lists within the
+        /// workspace's index space (3 x 2^lg entries) and gather buffer (2^lg / 8).
+        fn device_split(&self) -> Option<[&SplitScalars; 3]> {
+            let [Some(l), Some(a), Some(b)] = self.split else { return None };
+            let cap = (1usize << self.lg) / 8;
+            let total: usize = [l, a, b].iter().map(|s| s.ones.len() + s.rest.len()).sum();
+            ([l, a, b].iter().all(|s| s.rest.len() <= cap) && total <= 3 << self.lg).then_some([l, a, b])
+        }
     }
 
     fn cuda_err(op: &'static str, dev: usize) -> impl Fn((i32, String)) -> GpuError {
@@ -354,39 +362,42 @@ mod imp {
         }
 
         fn stage(&self, mut host: HostPartition) -> Result<StagedPartition, GpuError> {
-            // Here, on StagePcie's worker, not in ProveGpu's: CPU work off the path
-            // that feeds the device.
-            let split = if self.opts.bit_split && self.opts.srs_resident { crate::split::split(&host) } else { None };
-            // Copy into pinned memory here, on the CPU, so that the uploads inside
-            // `execute` run at full PCIe bandwidth; free the pageable arrays at once.
-            let counts = [
-                host.a.len(),
-                host.b.len(),
-                host.c.len(),
-                host.l_scalars.len(),
-                host.a_scalars.len(),
-                host.b_scalars.len(),
+            // Copy a, b, c and the dense scalar vectors into pinned memory here, on
+            // the CPU, so that the uploads inside `execute` run at full PCIe
+            // bandwidth; free the pageable arrays at once. Split lists are a few MB
+            // and are uploaded from where they are.
+            let dense = |s: &MsmScalars| match s {
+                MsmScalars::Dense(v) => (v.as_ptr() as *const u8, v.len()),
+                MsmScalars::Split(_) => (std::ptr::null(), 0),
+            };
+            let arrays = [
+                (host.a.as_ptr() as *const u8, host.a.len()),
+                (host.b.as_ptr() as *const u8, host.b.len()),
+                (host.c.as_ptr() as *const u8, host.c.len()),
+                dense(&host.l_scalars),
+                dense(&host.a_scalars),
+                dense(&host.b_scalars),
             ];
-            let bytes = counts.iter().sum::<usize>() * 32;
+            let bytes = arrays.iter().map(|(_, n)| n).sum::<usize>() * 32;
             let pinned = if self.opts.pinned_memory == 0 || bytes == 0 {
                 None
             } else {
-                self.pinned.acquire(bytes).map(|buf| {
-                    let arrays = [
-                        (host.a.as_ptr() as *const u8, counts[0]),
-                        (host.b.as_ptr() as *const u8, counts[1]),
-                        (host.c.as_ptr() as *const u8, counts[2]),
-                        (host.l_scalars.as_ptr() as *const u8, counts[3]),
-                        (host.a_scalars.as_ptr() as *const u8, counts[4]),
-                        (host.b_scalars.as_ptr() as *const u8, counts[5]),
-                    ];
-                    PinnedPartition::fill(buf, arrays)
-                })
+                self.pinned.acquire(bytes).map(|buf| PinnedPartition::fill(buf, arrays))
             };
             if pinned.is_some() {
-                host = HostPartition { domain_log2: host.domain_log2, ..HostPartition::default() };
+                let keep = |s: MsmScalars| match s {
+                    MsmScalars::Dense(_) => MsmScalars::Dense(Vec::new()),
+                    split => split,
+                };
+                host = HostPartition {
+                    domain_log2: host.domain_log2,
+                    l_scalars: keep(host.l_scalars),
+                    a_scalars: keep(host.a_scalars),
+                    b_scalars: keep(host.b_scalars),
+                    ..HostPartition::default()
+                };
             }
-            Ok(StagedPartition { backend: self.name(), host, pinned, split })
+            Ok(StagedPartition { backend: self.name(), host, pinned })
         }
 
         fn pinned_stats(&self) -> Option<PinnedStats> {
@@ -397,32 +408,34 @@ mod imp {
             if staged.backend != self.name() {
                 return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
             }
-            let (p, pin, split) = (staged.host, staged.pinned, staged.split);
+            let (p, pin) = (staged.host, staged.pinned);
             // From the pinned copy when there is one, else from the host arrays.
-            let arrays = match &pin {
-                Some(pp) => Arrays {
-                    ptrs: [0, 1, 2, 3, 4, 5].map(|i| pp.ptr::<u8>(i)),
-                    counts: [0, 1, 2, 3, 4, 5].map(|i| pp.count(i)),
-                    lg: p.domain_log2,
-                },
-                None => Arrays {
-                    ptrs: [
-                        p.a.as_ptr() as *const u8,
-                        p.b.as_ptr() as *const u8,
-                        p.c.as_ptr() as *const u8,
-                        p.l_scalars.as_ptr() as *const u8,
-                        p.a_scalars.as_ptr() as *const u8,
-                        p.b_scalars.as_ptr() as *const u8,
-                    ],
-                    counts: [p.a.len(), p.b.len(), p.c.len(), p.l_scalars.len(), p.a_scalars.len(), p.b_scalars.len()],
-                    lg: p.domain_log2,
-                },
+            let mut arrays = Arrays {
+                ptrs: [p.a.as_ptr().cast(), p.b.as_ptr().cast(), p.c.as_ptr().cast(), std::ptr::null(), std::ptr::null(), std::ptr::null()],
+                counts: [p.a.len(), p.b.len(), p.c.len(), 0, 0, 0],
+                lg: p.domain_log2,
+                split: [None; 3],
             };
+            if let Some(pp) = &pin {
+                for i in 0..3 {
+                    (arrays.ptrs[i], arrays.counts[i]) = (pp.ptr(i), pp.count(i));
+                }
+            }
+            for (k, s) in [&p.l_scalars, &p.a_scalars, &p.b_scalars].into_iter().enumerate() {
+                (arrays.ptrs[3 + k], arrays.counts[3 + k]) = match (s, &pin) {
+                    (MsmScalars::Split(sp), _) => {
+                        arrays.split[k] = Some(sp);
+                        (std::ptr::null(), sp.len)
+                    }
+                    (MsmScalars::Dense(_), Some(pp)) => (pp.ptr(3 + k), pp.count(3 + k)),
+                    (MsmScalars::Dense(v), None) => (v.as_ptr().cast(), v.len()),
+                };
+            }
             check_counts(arrays.counts, p.domain_log2, srs)?;
             let (dev, mut st) = self.acquire();
             let device = &self.devices[dev];
             let c = &device.counters;
-            let first = self.run(dev, &mut st, &arrays, srs, with_b_g2, self.opts.srs_resident, split.as_ref());
+            let first = self.run(dev, &mut st, &arrays, srs, with_b_g2, self.opts.srs_resident);
             let result = match first {
                 Err(GpuError::Cuda { op, code, msg, out_of_memory: true, .. }) => {
                     // Free what this device caches (resident parameters, the a/b/c
@@ -436,7 +449,7 @@ mod imp {
                     st.ws = None;
                     device.publish(&st);
                     warn!(device = dev, op, code, error = %msg, freed, "out of device memory; freed cached memory, retrying once");
-                    match self.run(dev, &mut st, &arrays, srs, with_b_g2, false, None) {
+                    match self.run(dev, &mut st, &arrays, srs, with_b_g2, false) {
                         Ok(r) => {
                             c.recovered.fetch_add(1, Ordering::Relaxed);
                             Ok(r)
@@ -488,7 +501,6 @@ mod imp {
 
     impl CudaBackend {
         /// One attempt at a partition on device `dev` (its state locked by the caller).
-        #[allow(clippy::too_many_arguments)] // one call site each for the try and the retry
         fn run(
             &self,
             dev: usize,
@@ -497,7 +509,6 @@ mod imp {
             srs: &ProvingKey,
             with_b_g2: bool,
             allow_resident: bool,
-            split: Option<&Split>,
         ) -> Result<MsmResults, GpuError> {
             let device = &self.devices[dev];
             let index = device.info.index;
@@ -529,7 +540,19 @@ mod imp {
                 device.publish(st);
             }
             let resident = if allow_resident { self.ensure_resident(dev, st, srs) } else { None };
-            let ptrs = arr.ptrs;
+            // The device split needs resident points (the sums and gathers address
+            // them); otherwise split vectors are rebuilt in full for the plain MSMs.
+            let split = arr.device_split().filter(|_| resident.is_some());
+            let mut ptrs = arr.ptrs;
+            let mut rebuilt: Vec<Vec<ScalarBytes>> = Vec::new();
+            if split.is_none() {
+                for (k, s) in arr.split.iter().enumerate() {
+                    if let Some(s) = s {
+                        rebuilt.push(s.to_dense());
+                        ptrs[3 + k] = rebuilt.last().map_or(std::ptr::null(), |v| v.as_ptr().cast());
+                    }
+                }
+            }
             let counts = arr.counts;
             let mut inputs = cuda::Inputs {
                 a: ptrs[0].cast(),
@@ -556,10 +579,7 @@ mod imp {
                 b1_pts: srs.b_g1.as_ptr(),
                 b2_pts: srs.b_g2.as_ptr(),
             };
-            // Split only with resident points (the sums and gathers address them).
-            let split = split.filter(|_| resident.is_some());
-            if let Some(sp) = split {
-                let l = &sp.lists;
+            if let Some(l) = split {
                 inputs.ones = [0, 1, 2].map(|k| l[k].ones.as_ptr());
                 inputs.nones = [0, 1, 2].map(|k| l[k].ones.len());
                 inputs.rest_idx = [0, 1, 2].map(|k| l[k].rest_idx.as_ptr());
@@ -580,16 +600,13 @@ mod imp {
             if with_b_g2 {
                 timings.push(("msm_b_g2", ms(out.ms[6])));
             }
-            if let Some(sp) = split {
-                // Done in `stage`; reported here, where it is known to be used.
-                timings.push(("bit_split", sp.took));
-            }
             Ok(MsmResults {
                 h: ffi::g1_projective(out.h),
                 l: ffi::g1_projective(out.l),
                 a: ffi::g1_projective(out.a),
                 b_g1: ffi::g1_projective(out.b1),
                 b_g2: with_b_g2.then(|| ffi::g2_projective(out.b2)),
+                split: split.is_some(),
                 timings,
             })
         }

@@ -13,6 +13,34 @@ pub(crate) fn g2_affines(p: &[G2Affine]) -> &[blst_p2_affine] {
     unsafe { std::slice::from_raw_parts(p.as_ptr().cast(), p.len()) }
 }
 
+/// `sum points[i]` over `idx`, by blst's batch addition (affine additions sharing one
+/// inversion per batch).
+///
+/// # Panics
+/// If an index is out of range (checked before any pointer is formed).
+pub(crate) fn g1_sum(points: &[G1Affine], idx: &[u32]) -> G1Projective {
+    let p = g1_affines(points);
+    let ptrs: Vec<*const blst_p1_affine> = idx.iter().map(|&i| &p[i as usize] as *const _).collect();
+    let mut out = blst_p1::default();
+    if !ptrs.is_empty() {
+        // SAFETY: every pointer refers to an element of `points`, alive for the call.
+        unsafe { blst::blst_p1s_add(&mut out, ptrs.as_ptr(), ptrs.len()) }
+    }
+    g1_projective(out)
+}
+
+/// [`g1_sum`] in G2.
+pub(crate) fn g2_sum(points: &[G2Affine], idx: &[u32]) -> G2Projective {
+    let p = g2_affines(points);
+    let ptrs: Vec<*const blst_p2_affine> = idx.iter().map(|&i| &p[i as usize] as *const _).collect();
+    let mut out = blst_p2::default();
+    if !ptrs.is_empty() {
+        // SAFETY: every pointer refers to an element of `points`, alive for the call.
+        unsafe { blst::blst_p2s_add(&mut out, ptrs.as_ptr(), ptrs.len()) }
+    }
+    g2_projective(out)
+}
+
 pub(crate) fn g1_projective(p: blst_p1) -> G1Projective {
     // SAFETY: blstrs::G1Projective is #[repr(transparent)] over blst_p1.
     unsafe { std::mem::transmute::<blst_p1, G1Projective>(p) }

@@ -20,11 +20,11 @@ pub mod cuda;
 mod error;
 mod ffi;
 pub mod pinned;
-#[cfg_attr(not(cuzk_cuda), allow(dead_code))]
 mod split;
 
 pub use backend::{Backend, DeviceStats, HostPartition, MsmResults, OpTimings, StagedPartition};
 pub use error::GpuError;
+pub use split::{MsmScalars, SplitScalars};
 
 /// A scalar in canonical (non-Montgomery) little-endian form, as MSMs consume them.
 pub type ScalarBytes = [u8; 32];

@@ -1,31 +1,84 @@
-//! The bit split of a partition's MSM scalars (CUDA backend, resident parameters).
+//! MSM scalars as PrepareMsm hands them to a backend: every scalar in canonical form,
+//! or, for a witness that is mostly bits, split by value.
 //!
 //! A PoRep witness is mostly bits: of a 2KiB partition's 2.69M aux values, 1.38M are
-//! 0 and 1.27M are 1; only 44k are anything else. sppark's MSM still sorts every
+//! 0 and 1.27M are 1; only 44k are anything else. A Pippenger MSM still sorts every
 //! scalar through every window. Split by value, each of the L, A, B MSMs becomes the
-//! sum of the points behind the ones (sppark's batch addition over an index list),
-//! plus an MSM of the rest over their points gathered on the device; zeros drop
-//! out. The same group elements, so the same proof bytes.
+//! sum of the points behind the ones (a batch addition over an index list), plus an
+//! MSM of the rest over their points; zeros drop out. The same group elements, so the
+//! same proof bytes. The split is made from the Montgomery values PrepareMsm receives
+//! (0 and 1 are compared limb by limb), so only the rest is ever converted.
 
-use std::time::{Duration, Instant};
+use blstrs::Scalar;
+use ff::Field;
 
-use crate::{HostPartition, ScalarBytes};
+use crate::ScalarBytes;
 
-/// One MSM's scalars by value.
-#[derive(Debug, Default)]
-pub(crate) struct Lists {
-    /// Indices of the scalars equal to 1.
+/// One MSM's scalars, lined up one to one with its points.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MsmScalars {
+    /// Every scalar, canonical little-endian.
+    Dense(Vec<ScalarBytes>),
+    /// Split by value; see [`SplitScalars`].
+    Split(SplitScalars),
+}
+
+impl Default for MsmScalars {
+    fn default() -> Self {
+        MsmScalars::Dense(Vec::new())
+    }
+}
+
+/// One MSM's scalars by value: the indices of the ones, and the indices and values
+/// of the scalars that are neither 0 nor 1. Every other scalar is 0.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SplitScalars {
+    /// Number of scalars (= points).
+    pub len: usize,
     pub ones: Vec<u32>,
-    /// Indices and values of the scalars neither 0 nor 1.
     pub rest_idx: Vec<u32>,
     pub rest: Vec<ScalarBytes>,
 }
 
-/// L, A and B split (B's lists serve B_G1 and B_G2), and the time it took.
-#[derive(Debug)]
-pub(crate) struct Split {
-    pub lists: [Lists; 3],
-    pub took: Duration,
+impl MsmScalars {
+    /// Number of scalars (= points of the MSM).
+    pub fn len(&self) -> usize {
+        match self {
+            MsmScalars::Dense(v) => v.len(),
+            MsmScalars::Split(s) => s.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> u64 {
+        match self {
+            MsmScalars::Dense(v) => v.capacity() as u64 * 32,
+            MsmScalars::Split(s) => {
+                (s.ones.capacity() + s.rest_idx.capacity()) as u64 * 4 + s.rest.capacity() as u64 * 32
+            }
+        }
+    }
+
+    /// The split form, if this is one.
+    pub fn as_split(&self) -> Option<&SplitScalars> {
+        match self {
+            MsmScalars::Split(s) => Some(s),
+            MsmScalars::Dense(_) => None,
+        }
+    }
+
+    /// Every scalar, canonical: borrowed when dense, rebuilt from the lists when split
+    /// (for the paths that need them all: streamed parameters on the GPU).
+    pub fn dense(&self) -> std::borrow::Cow<'_, [ScalarBytes]> {
+        match self {
+            MsmScalars::Dense(v) => std::borrow::Cow::Borrowed(v),
+            MsmScalars::Split(s) => std::borrow::Cow::Owned(s.to_dense()),
+        }
+    }
 }
 
 const ONE: ScalarBytes = {
@@ -34,49 +87,52 @@ const ONE: ScalarBytes = {
     b
 };
 
-/// Splits only when it pays and fits: every vector's rest at most 1/8 of it and of
-/// the domain (the device gathers the rest points into a buffer of that size), all
-/// index lists within the workspace's 3 x 2^lg entries.
-fn lists(scalars: &[ScalarBytes], domain: usize) -> Option<Lists> {
-    let cap = (scalars.len() / 8).min(domain / 8);
-    if scalars.len() >= 1 << 31 {
-        return None;
-    }
-    let mut l = Lists::default();
-    for (i, v) in scalars.iter().enumerate() {
-        if *v == ONE {
-            l.ones.push(i as u32);
-        } else if *v != [0u8; 32] {
-            if l.rest.len() == cap {
-                return None;
-            }
-            l.rest_idx.push(i as u32);
-            l.rest.push(*v);
+impl SplitScalars {
+    /// Splits `values` (Montgomery form, `len` of them) when it pays and fits: at
+    /// most `len / 8` and `domain / 8` of them neither 0 nor 1 (the GPU gathers the
+    /// rest's points into a buffer of `domain / 8`), indices within u32. `None`
+    /// otherwise, after reading at most the first such values past the bound (random
+    /// scalars, as in synthetic circuits, give up early).
+    pub fn from_values<'a>(values: impl Iterator<Item = &'a Scalar>, len: usize, domain: usize) -> Option<SplitScalars> {
+        if len > u32::MAX as usize {
+            return None;
         }
+        let cap = (len / 8).min(domain / 8);
+        let mut s = SplitScalars { len, ones: Vec::with_capacity(len / 2), ..Default::default() };
+        let mut n = 0usize;
+        for v in values {
+            if *v == Scalar::ONE {
+                s.ones.push(n as u32);
+            } else if *v != Scalar::ZERO {
+                if s.rest.len() == cap {
+                    return None;
+                }
+                s.rest_idx.push(n as u32);
+                s.rest.push(v.to_bytes_le());
+            }
+            n += 1;
+        }
+        assert_eq!(n, len, "split: the iterator gave {n} values for {len} points");
+        s.ones.shrink_to_fit();
+        Some(s)
     }
-    Some(l)
-}
 
-/// The split of `p`'s MSM scalars, or `None` when it does not pay or fit (random
-/// scalars, as in synthetic circuits, stay on the plain MSMs).
-pub(crate) fn split(p: &HostPartition) -> Option<Split> {
-    let t = Instant::now();
-    let domain = 1usize << p.domain_log2;
-    let lists = [lists(&p.l_scalars, domain)?, lists(&p.a_scalars, domain)?, lists(&p.b_scalars, domain)?];
-    let total: usize = lists.iter().map(|l| l.ones.len() + l.rest.len()).sum();
-    (total <= 3 * domain).then(|| Split { lists, took: t.elapsed() })
+    /// Every scalar, canonical.
+    pub fn to_dense(&self) -> Vec<ScalarBytes> {
+        let mut v = vec![[0u8; 32]; self.len];
+        for &i in &self.ones {
+            v[i as usize] = ONE;
+        }
+        for (&i, r) in self.rest_idx.iter().zip(&self.rest) {
+            v[i as usize] = *r;
+        }
+        v
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use blstrs::Scalar;
-    use ff::Field;
-
-    fn host(v: &[Scalar]) -> HostPartition {
-        let b: Vec<ScalarBytes> = v.iter().map(|s| s.to_bytes_le()).collect();
-        HostPartition { domain_log2: 6, l_scalars: b.clone(), a_scalars: b.clone(), b_scalars: b, ..Default::default() }
-    }
 
     #[test]
     fn ones_and_rest_by_index_zeros_dropped() {
@@ -85,13 +141,20 @@ mod tests {
         v[3] = Scalar::ONE;
         v[5] = r;
         v[9] = Scalar::ONE;
-        let s = split(&host(&v)).expect("1 of 64 is rest: split");
-        for l in &s.lists {
-            assert_eq!(l.ones, vec![3, 9]);
-            assert_eq!((l.rest_idx.clone(), l.rest.clone()), (vec![5], vec![r.to_bytes_le()]));
-        }
+        let s = SplitScalars::from_values(v.iter(), 64, 64).expect("1 of 64 is rest: split");
+        assert_eq!(s.ones, vec![3, 9]);
+        assert_eq!((s.rest_idx.clone(), s.rest.clone()), (vec![5], vec![r.to_bytes_le()]));
+        let want: Vec<ScalarBytes> = v.iter().map(|x| x.to_bytes_le()).collect();
+        assert_eq!(s.to_dense(), want, "the lists rebuild every scalar");
+        assert_eq!(MsmScalars::Split(s).dense().into_owned(), want);
         // Mostly random: not worth it.
         let v: Vec<Scalar> = (0..64u64).map(|i| Scalar::from(i + 2)).collect();
-        assert!(split(&host(&v)).is_none());
+        assert!(SplitScalars::from_values(v.iter(), 64, 64).is_none());
+        // Fits the points but not the device's gather buffer (domain / 8).
+        let mut v = vec![Scalar::ZERO; 64];
+        v[0] = r;
+        v[1] = r;
+        assert!(SplitScalars::from_values(v.iter(), 64, 64).is_some());
+        assert!(SplitScalars::from_values(v.iter(), 64, 8).is_none());
     }
 }

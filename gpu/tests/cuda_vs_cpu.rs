@@ -1,6 +1,7 @@
 //! The CUDA backend computes the same group elements as the CPU backend, for domains
 //! 2^k (sizes from `CUZK_GPU_TEST_LOG2`, default "8,12,15"), non-power-of-two
-//! constraint counts, empty MSMs, with parameter points resident and streamed.
+//! constraint counts, empty MSMs, with parameter points resident and streamed, and
+//! MSM scalars dense or split by value (the bit split, with resident points only).
 //! Skips (passing, with a message) when there is no CUDA build or no GPU.
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu::{
     cpu::CpuBackend,
     cuda::{CudaBackend, CudaOptions, COMPILED},
-    Backend, GpuError, HostPartition, ScalarBytes,
+    Backend, GpuError, HostPartition, MsmScalars, ScalarBytes, SplitScalars,
 };
 use cuzk_srs::ProvingKey;
 use ff::Field;
@@ -61,6 +62,10 @@ fn bytes(v: &[Scalar]) -> Vec<ScalarBytes> {
     v.par_iter().map(|s| s.to_bytes_le()).collect()
 }
 
+fn dense(v: &[Scalar]) -> MsmScalars {
+    MsmScalars::Dense(bytes(v))
+}
+
 /// Random points of the right sizes: not a valid SRS, but both backends must agree on it.
 fn fake_srs(m: usize, nl: usize, na: usize, nb: usize) -> ProvingKey {
     let g1 = g1s(8, 1);
@@ -101,7 +106,6 @@ fn cuda_matches_cpu() {
     // partitions (those fall back to pageable memory).
     let pageable = CudaBackend::new(CudaOptions { pinned_memory: 0, ..Default::default() }).unwrap();
     let small_pool = CudaBackend::new(CudaOptions { pinned_memory: 64 << 20, ..Default::default() }).unwrap();
-    let bit_split = CudaBackend::new(CudaOptions { bit_split: true, ..Default::default() }).unwrap();
     let sizes = std::env::var("CUZK_GPU_TEST_LOG2").unwrap_or_else(|_| "8,12,15".into());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     for lg in sizes.split(',').map(|s| s.trim().parse::<u32>().unwrap()) {
@@ -111,8 +115,9 @@ fn cuda_matches_cpu() {
             let nb = if n == m { 0 } else { n / 5 + 1 };
             let srs = fake_srs(m, nl, na, nb);
             // Random MSM scalars, and witness-like ones (mostly 0 and 1, as in
-            // PoRep), which take the bit-split path when the points are resident.
-            for witness in [false, true] {
+            // PoRep), dense and split by value; the split takes the device's split
+            // path when the points are resident.
+            for (witness, split) in [(false, false), (true, false), (true, true)] {
                 let msm_scalars = |k: usize, seed: u64| {
                     let mut v = scalars(k, seed);
                     if witness {
@@ -125,7 +130,11 @@ fn cuda_matches_cpu() {
                             }
                         }
                     }
-                    bytes(&v)
+                    if split {
+                        MsmScalars::Split(SplitScalars::from_values(v.iter(), k, m).expect("witness-like: splits"))
+                    } else {
+                        dense(&v)
+                    }
                 };
                 let host = HostPartition {
                     a: scalars(n, 1),
@@ -136,24 +145,39 @@ fn cuda_matches_cpu() {
                     a_scalars: msm_scalars(na, 5),
                     b_scalars: msm_scalars(nb, 6),
                 };
-                let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
-                let variants = [
-                    ("resident", &gpu),
-                    ("streaming", &streaming),
-                    ("pageable", &pageable),
-                    ("small pool", &small_pool),
-                    ("bit split", &bit_split),
-                ];
+                // The reference: the CPU backend on every scalar; its own split path
+                // must agree with it too.
+                let full = |s: &MsmScalars| MsmScalars::Dense(s.dense().into_owned());
+                let dense_host = HostPartition {
+                    l_scalars: full(&host.l_scalars),
+                    a_scalars: full(&host.a_scalars),
+                    b_scalars: full(&host.b_scalars),
+                    ..host.clone()
+                };
+                let want = CpuBackend.execute(CpuBackend.stage(dense_host).unwrap(), &srs, true).unwrap();
+                let cpu = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
+                assert_eq!(cpu.split, split, "CPU backend split path");
+                for (x, y, what) in [(cpu.l, want.l, "L"), (cpu.a, want.a, "A"), (cpu.b_g1, want.b_g1, "B_G1")] {
+                    assert_eq!(x.to_affine(), y.to_affine(), "CPU {what} lg {lg} n {n} split {split}");
+                }
+                assert_eq!(cpu.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "CPU B_G2 lg {lg} n {n}");
+                let variants =
+                    [("resident", &gpu), ("streaming", &streaming), ("pageable", &pageable), ("small pool", &small_pool)];
                 for (name, be) in variants {
                     let got = be.execute(be.stage(host.clone()).unwrap(), &srs, true).unwrap();
-                    let ctx = format!("lg {lg} n {n} {name}{}", if witness { " witness" } else { "" });
+                    let ctx = format!(
+                        "lg {lg} n {n} {name}{}{}",
+                        if witness { " witness" } else { "" },
+                        if split { " split" } else { "" }
+                    );
                     assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {ctx}");
                     assert_eq!(got.l.to_affine(), want.l.to_affine(), "L {ctx}");
                     assert_eq!(got.a.to_affine(), want.a.to_affine(), "A {ctx}");
                     assert_eq!(got.b_g1.to_affine(), want.b_g1.to_affine(), "B_G1 {ctx}");
                     assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 {ctx}");
-                    let split = got.timings.iter().any(|(op, _)| *op == "bit_split");
-                    assert_eq!(split, witness && name == "bit split", "split used: {ctx}");
+                    // Split scalars run split on the device when its points are resident;
+                    // streamed, they are rebuilt in full.
+                    assert_eq!(got.split, split && name != "streaming", "device split used: {ctx}");
                     eprintln!("ok {ctx}: {:?}", got.timings);
                 }
             }
@@ -191,9 +215,9 @@ fn out_of_memory_is_retried_once() {
         b: scalars(m, 2),
         c: scalars(m, 3),
         domain_log2: lg,
-        l_scalars: bytes(&scalars(m / 2, 4)),
-        a_scalars: bytes(&scalars(m / 3, 5)),
-        b_scalars: bytes(&scalars(m / 4, 6)),
+        l_scalars: dense(&scalars(m / 2, 4)),
+        a_scalars: dense(&scalars(m / 3, 5)),
+        b_scalars: dense(&scalars(m / 4, 6)),
     };
     let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
     // Warm: workspace and resident parameters reserved from the VRAM budget.

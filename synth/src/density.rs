@@ -91,17 +91,26 @@ impl Density {
     ///
     /// `values.len()` must equal [`Density::len`].
     pub fn compact<T: Copy>(&self, values: &[T]) -> Vec<T> {
-        debug_assert_eq!(values.len(), self.len);
         let mut out = Vec::with_capacity(self.total);
-        for (w, word) in self.words.iter().enumerate() {
-            let mut bits = *word;
-            while bits != 0 {
-                let b = bits.trailing_zeros() as usize;
-                out.push(values[w * 64 + b]);
-                bits &= bits - 1;
-            }
-        }
+        out.extend(self.select(values).copied());
         out
+    }
+
+    /// The elements of `values` whose bit is set, in order, without copying them.
+    ///
+    /// `values.len()` must equal [`Density::len`].
+    pub fn select<'a, T>(&'a self, values: &'a [T]) -> impl Iterator<Item = &'a T> + 'a {
+        debug_assert_eq!(values.len(), self.len);
+        self.words.iter().enumerate().flat_map(move |(w, word)| {
+            let mut bits = *word;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    &values[w * 64 + b]
+                })
+            })
+        })
     }
 }
 

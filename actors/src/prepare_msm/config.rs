@@ -25,11 +25,17 @@ pub struct PrepareMsmConfig {
     /// Where the B_G2 MSM runs: "auto" (GPU backend: on the GPU; CPU backend: here,
     /// beside ProveGpu's G1 MSMs), "cpu" (here) or "backend" (in ProveGpu).
     pub b_g2: BG2Placement,
+    /// Split each MSM's scalars by value when at most 1/8 of them are neither 0 nor
+    /// 1 (a PoRep witness: under 2%): the backend sums the points behind the ones,
+    /// skips the zeros and runs an MSM over the rest alone. Only the rest is
+    /// converted from Montgomery form. The same group elements, so the same proof
+    /// bytes; random scalars (synthetic circuits) stay dense. `gpu/src/split.rs`.
+    pub bit_split: bool,
 }
 
 impl Default for PrepareMsmConfig {
     fn default() -> Self {
-        PrepareMsmConfig { mailbox_capacity: 4, queue_capacity: 2, workers: 1, b_g2: BG2Placement::Auto }
+        PrepareMsmConfig { mailbox_capacity: 4, queue_capacity: 2, workers: 1, b_g2: BG2Placement::Auto, bit_split: true }
     }
 }
 

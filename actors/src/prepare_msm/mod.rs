@@ -1,14 +1,16 @@
-//! PrepareMsm: compacts the assignment by density into the scalar vectors the MSMs
-//! consume, in canonical form, and (by default) runs the B_G2 MSM on the CPU so the
-//! accelerator never waits for it.
+//! PrepareMsm: lines the assignment up with the MSMs' points (compacted by density)
+//! and hands each MSM its scalars, either all in canonical form or, for a witness
+//! that is mostly bits, split by value (`cuzk_gpu::SplitScalars`); and (on the CPU
+//! backend, by default) runs the B_G2 MSM on the CPU so ProveGpu never waits for it.
 
 mod config;
 mod messages;
 
 use std::time::Instant;
 
+use blstrs::Scalar;
 pub use config::{BG2Placement, PrepareMsmConfig};
-use cuzk_gpu::{cpu::msm_g2, HostPartition, ScalarBytes};
+use cuzk_gpu::{cpu::msm_g2_scalars, HostPartition, MsmScalars, ScalarBytes, SplitScalars};
 pub use messages::PreparedPartition;
 use rayon::prelude::*;
 
@@ -22,31 +24,69 @@ use crate::{
 /// The PrepareMsm stage.
 pub struct PrepareMsm {
     pub b_g2_on_cpu: bool,
+    pub bit_split: bool,
 }
 
-fn canonical(v: &[blstrs::Scalar]) -> Vec<ScalarBytes> {
-    v.par_iter().map(|s| s.to_bytes_le()).collect()
+fn canonical<'a>(v: impl IntoParallelIterator<Item = &'a Scalar>) -> Vec<ScalarBytes> {
+    v.into_par_iter().map(|s| s.to_bytes_le()).collect()
+}
+
+/// One MSM's scalars: split when asked and it pays (the scan gives up early on
+/// random values), else every value converted, in parallel. `values` yields the
+/// `len` scalars in point order; `dense` collects the same values for the dense path.
+fn scalars<'a, I: Iterator<Item = &'a Scalar>>(
+    split: bool,
+    domain: usize,
+    len: usize,
+    values: impl Fn() -> I,
+    dense: impl FnOnce() -> Vec<ScalarBytes>,
+) -> MsmScalars {
+    if split {
+        if let Some(s) = SplitScalars::from_values(values(), len, domain) {
+            return MsmScalars::Split(s);
+        }
+    }
+    MsmScalars::Dense(dense())
 }
 
 /// Splits an assignment into the backend's inputs. The scalar vectors line up with
 /// the parameter vectors: `l` ↔ every aux; `a` ↔ every input, then aux in A;
 /// `b` ↔ inputs in B, then aux in B.
-pub fn prepare(asg: Assignment) -> (HostPartition, Vec<blstrs::Scalar>) {
-    let domain_log2 = asg.shape().domain_log2();
+pub fn prepare(asg: Assignment, bit_split: bool) -> (HostPartition, Vec<Scalar>) {
+    let shape = asg.shape();
+    let domain_log2 = shape.domain_log2();
+    let domain = 1usize << domain_log2;
     let Assignment { a, b, c, input, aux, a_aux_density, b_input_density, b_aux_density } = asg;
+    let (input, aux) = (&input, &aux);
     let (l_scalars, (a_scalars, b_scalars)) = rayon::join(
-        || canonical(&aux),
+        || scalars(bit_split, domain, aux.len(), || aux.iter(), || canonical(aux)),
         || {
             rayon::join(
                 || {
-                    let mut v = canonical(&input);
-                    v.extend(canonical(&a_aux_density.compact(&aux)));
-                    v
+                    scalars(
+                        bit_split,
+                        domain,
+                        shape.a_query,
+                        || input.iter().chain(a_aux_density.select(aux)),
+                        || {
+                            let mut v = canonical(input);
+                            v.extend(canonical(&a_aux_density.compact(aux)));
+                            v
+                        },
+                    )
                 },
                 || {
-                    let mut v = canonical(&b_input_density.compact(&input));
-                    v.extend(canonical(&b_aux_density.compact(&aux)));
-                    v
+                    scalars(
+                        bit_split,
+                        domain,
+                        shape.b_query,
+                        || b_input_density.select(input).chain(b_aux_density.select(aux)),
+                        || {
+                            let mut v = canonical(&b_input_density.compact(input));
+                            v.extend(canonical(&b_aux_density.compact(aux)));
+                            v
+                        },
+                    )
                 },
             )
         },
@@ -62,7 +102,10 @@ impl Stage for PrepareMsm {
 
     fn process(&self, item: WorkItem<Assignment>) -> Result<Vec<WorkItem<PreparedPartition>>, StageError> {
         let (asg, mut base) = item.take();
-        let (host, public_inputs) = prepare(asg);
+        let t = Instant::now();
+        let (host, public_inputs) = prepare(asg, self.bit_split);
+        let split = [&host.l_scalars, &host.a_scalars, &host.b_scalars].iter().any(|s| s.as_split().is_some());
+        base.trace.add_ops(&[(if split { "bit_split" } else { "to_canonical" }, t.elapsed())]);
         let b_g2 = if self.b_g2_on_cpu {
             let srs = base.job.srs();
             if srs.b_g2.len() != host.b_scalars.len() {
@@ -73,7 +116,7 @@ impl Stage for PrepareMsm {
                 )));
             }
             let t = Instant::now();
-            let r = msm_g2(&srs.b_g2, &host.b_scalars);
+            let r = msm_g2_scalars(&srs.b_g2, &host.b_scalars);
             base.trace.add_ops(&[("msm_b_g2_cpu", t.elapsed())]);
             Some(r)
         } else {

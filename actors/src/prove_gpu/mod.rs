@@ -50,7 +50,6 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
         srs_resident: cfg.srs_resident,
         vram_margin: cfg.vram_margin.0,
         pinned_memory: cfg.pinned_memory.0,
-        bit_split: cfg.bit_split,
     };
     match CudaBackend::new(opts) {
         Ok(b) => {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use cuzk_srs::ProvingKey;
 use rayon::prelude::*;
 
-pub use msm::{msm_g1, msm_g2};
+pub use msm::{msm_g1, msm_g1_scalars, msm_g1_split, msm_g2, msm_g2_scalars, msm_g2_split};
 pub use ntt::{compute_h, ntt};
 
 use crate::{Backend, GpuError, HostPartition, MsmResults, StagedPartition};
@@ -24,7 +24,7 @@ impl Backend for CpuBackend {
 
     fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
         // Nothing to copy: the kernels read host memory.
-        Ok(StagedPartition { backend: self.name(), host, pinned: None, split: None })
+        Ok(StagedPartition { backend: self.name(), host, pinned: None })
     }
 
     fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
@@ -45,21 +45,22 @@ impl Backend for CpuBackend {
         drop(h_bytes);
         timings.push(("msm_h", t.elapsed()));
         let t = Instant::now();
-        let l = msm_g1(&srs.l, &p.l_scalars);
+        let l = msm_g1_scalars(&srs.l, &p.l_scalars);
         timings.push(("msm_l", t.elapsed()));
         let t = Instant::now();
-        let a = msm_g1(&srs.a, &p.a_scalars);
+        let a = msm_g1_scalars(&srs.a, &p.a_scalars);
         timings.push(("msm_a", t.elapsed()));
         let t = Instant::now();
-        let b_g1 = msm_g1(&srs.b_g1, &p.b_scalars);
+        let b_g1 = msm_g1_scalars(&srs.b_g1, &p.b_scalars);
         timings.push(("msm_b_g1", t.elapsed()));
         let b_g2 = with_b_g2.then(|| {
             let t = Instant::now();
-            let r = msm_g2(&srs.b_g2, &p.b_scalars);
+            let r = msm_g2_scalars(&srs.b_g2, &p.b_scalars);
             timings.push(("msm_b_g2", t.elapsed()));
             r
         });
-        Ok(MsmResults { h, l, a, b_g1, b_g2, timings })
+        let split = [&p.l_scalars, &p.a_scalars, &p.b_scalars].iter().all(|s| s.as_split().is_some());
+        Ok(MsmResults { h, l, a, b_g1, b_g2, split, timings })
     }
 }
 
