@@ -1,22 +1,22 @@
 use std::time::Duration;
 
-use blstrs::{G1Projective, G2Projective, Scalar};
+use blstrs::{G1Projective, G2Projective};
 use cuzk_srs::ProvingKey;
+pub use cuzk_synth::Evals;
 
 use crate::{GpuError, MsmScalars};
 
 /// One partition's inputs to the accelerator, as PrepareMsm leaves them on the host.
 ///
-/// `a`, `b`, `c` are the constraint evaluations (length = constraints, at most
-/// `2^domain_log2`; the backend pads with zeros). The MSM scalars are compacted by
+/// `abc` holds the constraint evaluations a, b, c (length = constraints, at most
+/// `2^domain_log2`; the backend pads with zeros), on the heap or in a buffer the
+/// backend lent to synthesis ([`Backend::eval_alloc`]). The MSM scalars are compacted by
 /// density so that they line up with the parameter vectors one to one:
 /// `l_scalars` ↔ `l`, `a_scalars` ↔ `a`, `b_scalars` ↔ `b_g1` and `b_g2`; each is
 /// dense or split by value ([`MsmScalars`]).
 #[derive(Clone, Debug, Default)]
 pub struct HostPartition {
-    pub a: Vec<Scalar>,
-    pub b: Vec<Scalar>,
-    pub c: Vec<Scalar>,
+    pub abc: Evals,
     pub domain_log2: u32,
     pub l_scalars: MsmScalars,
     pub a_scalars: MsmScalars,
@@ -26,7 +26,7 @@ pub struct HostPartition {
 impl HostPartition {
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> u64 {
-        (self.a.capacity() + self.b.capacity() + self.c.capacity()) as u64 * 32
+        self.abc.heap_bytes() as u64
             + self.l_scalars.heap_bytes()
             + self.a_scalars.heap_bytes()
             + self.b_scalars.heap_bytes()
@@ -90,6 +90,13 @@ pub trait Backend: Send + Sync + 'static {
     /// [`GpuError::Shape`] when the partition does not fit `srs`; backend-specific
     /// failures otherwise.
     fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError>;
+
+    /// Lends synthesis buffers for a, b, c where this backend reads them from (the
+    /// CUDA backend: its pinned staging pool), so that staging copies nothing of
+    /// them. `None`: synthesis keeps them on the heap.
+    fn eval_alloc(&self) -> Option<std::sync::Arc<dyn cuzk_synth::EvalAlloc>> {
+        None
+    }
 
     /// The pinned staging pool, for backends that have one.
     fn pinned_stats(&self) -> Option<crate::pinned::PinnedStats> {

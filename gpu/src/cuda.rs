@@ -40,12 +40,7 @@ pub struct CudaOptions {
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions {
-            devices: Vec::new(),
-            srs_resident: true,
-            vram_margin: 4 << 30,
-            pinned_memory: 16 << 30,
-        }
+        CudaOptions { devices: Vec::new(), srs_resident: true, vram_margin: 4 << 30, pinned_memory: 16 << 30 }
     }
 }
 
@@ -115,8 +110,8 @@ mod imp {
     use crate::{
         cpu::check_counts,
         ffi::{self, cuda},
-        pinned::{PinnedPartition, PinnedPool, PinnedStats},
-        Backend, DeviceStats, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars, StagedPartition,
+        pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedPool, PinnedStats},
+        Backend, DeviceStats, Evals, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars, StagedPartition,
     };
 
     /// Whether this build has CUDA code.
@@ -361,43 +356,63 @@ mod imp {
             "cuda"
         }
 
-        fn stage(&self, mut host: HostPartition) -> Result<StagedPartition, GpuError> {
-            // Copy a, b, c and the dense scalar vectors into pinned memory here, on
-            // the CPU, so that the uploads inside `execute` run at full PCIe
-            // bandwidth; free the pageable arrays at once. Split lists are a few MB
-            // and are uploaded from where they are.
+        fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
+            // a, b, c that synthesis wrote into a buffer from our pool stay there.
+            // The rest (a, b, c otherwise, and the dense scalar vectors) is copied
+            // into pinned memory here, on the CPU, so that the uploads inside
+            // `execute` run at full PCIe bandwidth, and the pageable arrays are freed
+            // at once. Split lists are a few MB and are uploaded from where they are.
+            let HostPartition { abc, domain_log2, l_scalars, a_scalars, b_scalars } = host;
+            let (lent, abc) = match abc {
+                Evals::Lent(b) if b.as_any().is::<PinnedEvals>() => {
+                    (b.into_any().downcast::<PinnedEvals>().ok().map(|b| *b), Evals::default())
+                }
+                // Not ours (no other lender exists today): as heap arrays.
+                Evals::Lent(b) => (None, Evals::Lent(b).clone()),
+                heap => (None, heap),
+            };
             let dense = |s: &MsmScalars| match s {
                 MsmScalars::Dense(v) => (v.as_ptr() as *const u8, v.len()),
                 MsmScalars::Split(_) => (std::ptr::null(), 0),
             };
+            let [a, b, c] = abc.abc();
             let arrays = [
-                (host.a.as_ptr() as *const u8, host.a.len()),
-                (host.b.as_ptr() as *const u8, host.b.len()),
-                (host.c.as_ptr() as *const u8, host.c.len()),
-                dense(&host.l_scalars),
-                dense(&host.a_scalars),
-                dense(&host.b_scalars),
+                (a.as_ptr() as *const u8, a.len()),
+                (b.as_ptr() as *const u8, b.len()),
+                (c.as_ptr() as *const u8, c.len()),
+                dense(&l_scalars),
+                dense(&a_scalars),
+                dense(&b_scalars),
             ];
             let bytes = arrays.iter().map(|(_, n)| n).sum::<usize>() * 32;
-            let pinned = if self.opts.pinned_memory == 0 || bytes == 0 {
-                None
-            } else {
-                self.pinned.acquire(bytes).map(|buf| PinnedPartition::fill(buf, arrays))
+            let buf = if self.opts.pinned_memory == 0 || bytes == 0 { None } else { self.pinned.acquire(bytes) };
+            let mut host = HostPartition { abc, domain_log2, l_scalars, a_scalars, b_scalars };
+            let pinned = match (buf, lent) {
+                (Some(buf), lent) => {
+                    let pp = PinnedPartition::fill(lent, buf, arrays);
+                    // Copied: keep only what was not (the split lists).
+                    let keep = |s: MsmScalars| match s {
+                        MsmScalars::Dense(_) => MsmScalars::Dense(Vec::new()),
+                        split => split,
+                    };
+                    host = HostPartition {
+                        domain_log2,
+                        l_scalars: keep(host.l_scalars),
+                        a_scalars: keep(host.a_scalars),
+                        b_scalars: keep(host.b_scalars),
+                        ..HostPartition::default()
+                    };
+                    Some(pp)
+                }
+                (None, Some(lent)) => Some(PinnedPartition::lent(lent)),
+                (None, None) => None,
             };
-            if pinned.is_some() {
-                let keep = |s: MsmScalars| match s {
-                    MsmScalars::Dense(_) => MsmScalars::Dense(Vec::new()),
-                    split => split,
-                };
-                host = HostPartition {
-                    domain_log2: host.domain_log2,
-                    l_scalars: keep(host.l_scalars),
-                    a_scalars: keep(host.a_scalars),
-                    b_scalars: keep(host.b_scalars),
-                    ..HostPartition::default()
-                };
-            }
             Ok(StagedPartition { backend: self.name(), host, pinned })
+        }
+
+        fn eval_alloc(&self) -> Option<Arc<dyn cuzk_synth::EvalAlloc>> {
+            (self.opts.pinned_memory > 0)
+                .then(|| Arc::new(PinnedEvalAlloc(self.pinned.clone())) as Arc<dyn cuzk_synth::EvalAlloc>)
         }
 
         fn pinned_stats(&self) -> Option<PinnedStats> {
@@ -409,26 +424,20 @@ mod imp {
                 return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
             }
             let (p, pin) = (staged.host, staged.pinned);
-            // From the pinned copy when there is one, else from the host arrays.
-            let mut arrays = Arrays {
-                ptrs: [p.a.as_ptr().cast(), p.b.as_ptr().cast(), p.c.as_ptr().cast(), std::ptr::null(), std::ptr::null(), std::ptr::null()],
-                counts: [p.a.len(), p.b.len(), p.c.len(), 0, 0, 0],
-                lg: p.domain_log2,
-                split: [None; 3],
-            };
-            if let Some(pp) = &pin {
-                for i in 0..3 {
-                    (arrays.ptrs[i], arrays.counts[i]) = (pp.ptr(i), pp.count(i));
-                }
+            // From pinned memory where the array is there, else from the host arrays.
+            let pinned = |i: usize| pin.as_ref().and_then(|pp| pp.part(i));
+            let mut arrays =
+                Arrays { ptrs: [std::ptr::null(); 6], counts: [0; 6], lg: p.domain_log2, split: [None; 3] };
+            for (i, s) in p.abc.abc().into_iter().enumerate() {
+                (arrays.ptrs[i], arrays.counts[i]) = pinned(i).unwrap_or((s.as_ptr().cast(), s.len()));
             }
             for (k, s) in [&p.l_scalars, &p.a_scalars, &p.b_scalars].into_iter().enumerate() {
-                (arrays.ptrs[3 + k], arrays.counts[3 + k]) = match (s, &pin) {
-                    (MsmScalars::Split(sp), _) => {
+                (arrays.ptrs[3 + k], arrays.counts[3 + k]) = match s {
+                    MsmScalars::Split(sp) => {
                         arrays.split[k] = Some(sp);
                         (std::ptr::null(), sp.len)
                     }
-                    (MsmScalars::Dense(_), Some(pp)) => (pp.ptr(3 + k), pp.count(3 + k)),
-                    (MsmScalars::Dense(v), None) => (v.as_ptr().cast(), v.len()),
+                    MsmScalars::Dense(v) => pinned(3 + k).unwrap_or((v.as_ptr().cast(), v.len())),
                 };
             }
             check_counts(arrays.counts, p.domain_log2, srs)?;

@@ -22,7 +22,7 @@ mod ffi;
 pub mod pinned;
 mod split;
 
-pub use backend::{Backend, DeviceStats, HostPartition, MsmResults, OpTimings, StagedPartition};
+pub use backend::{Backend, DeviceStats, Evals, HostPartition, MsmResults, OpTimings, StagedPartition};
 pub use error::GpuError;
 pub use split::{MsmScalars, SplitScalars};
 

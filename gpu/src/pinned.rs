@@ -8,8 +8,16 @@
 //! memory is slow) and idle ones are freed to make room for a larger size. When the
 //! pool is exhausted a partition is staged from pageable memory instead (counted as a
 //! fallback), so the pool never blocks the pipeline.
+//!
+//! The pool also lends buffers to synthesis ([`PinnedEvals`], through the
+//! `EvalAlloc` the backend hands the Synthesize stage): pre-compiled synthesis
+//! writes a, b, c straight into pinned memory, and StagePcie then has nothing of
+//! them to copy.
 
 use std::sync::{Arc, Mutex};
+
+use blstrs::Scalar;
+use cuzk_synth::{EvalAlloc, EvalBuffer};
 
 /// The pool's state, for status and metrics.
 #[derive(Clone, Copy, Debug, Default)]
@@ -20,7 +28,8 @@ pub struct PinnedStats {
     pub allocated: u64,
     /// Held by staged partitions now.
     pub in_use: u64,
-    /// Partitions staged from pageable memory because the pool was full.
+    /// Requests the pool could not serve within its bound (a partition staged from
+    /// pageable memory, or synthesized into heap memory).
     pub fallbacks: u64,
 }
 
@@ -42,6 +51,10 @@ impl Block {
         // SAFETY: out-pointer is valid; the C side catches every exception.
         crate::ffi::cuda::check(unsafe { crate::ffi::cuda::cuzk_host_alloc(dev, len, &mut ptr) })
             .map_err(|(_, m)| m)?;
+        // Initialized once, when the pool grows: buffers lent to synthesis are then
+        // viewed as scalars before they are written.
+        // SAFETY: `ptr` is a fresh allocation of `len` bytes.
+        unsafe { std::ptr::write_bytes(ptr, 0, len) };
         Ok(Block { ptr, len })
     }
 }
@@ -168,23 +181,91 @@ impl PinnedPool {
     }
 }
 
-/// A partition's host inputs copied into one pinned buffer: a, b, c (Montgomery
-/// scalars) then the L, A, B MSM scalars, each 32 bytes per element.
+/// a, b, c written by synthesis into a buffer from the pool (`len` scalars each,
+/// back to back).
+#[derive(Debug)]
+pub struct PinnedEvals {
+    buf: PinnedBuf,
+    len: usize,
+}
+
+impl std::fmt::Debug for PinnedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedBuf").field("bytes", &self.len()).finish()
+    }
+}
+
+impl EvalBuffer for PinnedEvals {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn abc(&self) -> [&[Scalar]; 3] {
+        // SAFETY: the buffer holds at least 3 * len scalars (checked in `alloc`),
+        // initialized (zeroed when allocated), page-aligned; borrowed from `self`.
+        let all = unsafe { std::slice::from_raw_parts(self.buf.as_ptr() as *const Scalar, 3 * self.len) };
+        let (a, rest) = all.split_at(self.len);
+        let (b, c) = rest.split_at(self.len);
+        [a, b, c]
+    }
+
+    fn abc_mut(&mut self) -> [&mut [Scalar]; 3] {
+        // SAFETY: as in `abc`, and borrowed mutably from `self`.
+        let all = unsafe { std::slice::from_raw_parts_mut(self.buf.as_mut_ptr() as *mut Scalar, 3 * self.len) };
+        let (a, rest) = all.split_at_mut(self.len);
+        let (b, c) = rest.split_at_mut(self.len);
+        [a, b, c]
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+}
+
+/// Lends pool buffers to synthesis for a, b, c.
+pub struct PinnedEvalAlloc(pub Arc<PinnedPool>);
+
+impl EvalAlloc for PinnedEvalAlloc {
+    fn alloc(&self, len: usize) -> Option<Box<dyn EvalBuffer>> {
+        let bytes = len.checked_mul(3 * 32)?;
+        let buf = self.0.acquire(bytes)?;
+        (buf.len() >= bytes).then(|| Box::new(PinnedEvals { buf, len }) as Box<dyn EvalBuffer>)
+    }
+}
+
+/// A partition's host inputs in pinned memory: a, b, c (Montgomery scalars) lent
+/// to synthesis, or copied here with the dense L, A, B MSM scalars into one buffer,
+/// 32 bytes per element.
 pub struct PinnedPartition {
-    pub(crate) buf: PinnedBuf,
-    /// Element offsets and counts of a, b, c, l_scalars, a_scalars, b_scalars.
+    pub(crate) lent: Option<PinnedEvals>,
+    pub(crate) buf: Option<PinnedBuf>,
+    /// Element offsets and counts of a, b, c, l_scalars, a_scalars, b_scalars in
+    /// `buf` (a, b, c only when not lent).
     pub(crate) parts: [(usize, usize); 6],
 }
 
 impl std::fmt::Debug for PinnedPartition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PinnedPartition").field("bytes", &self.buf.len()).field("parts", &self.parts).finish()
+        f.debug_struct("PinnedPartition")
+            .field("lent", &self.lent)
+            .field("bytes", &self.buf.as_ref().map(PinnedBuf::len))
+            .field("parts", &self.parts)
+            .finish()
     }
 }
 
 impl PinnedPartition {
-    /// Copies the six host arrays (32-byte elements each) into `buf`, in parallel.
-    pub(crate) fn fill(mut buf: PinnedBuf, arrays: [(*const u8, usize); 6]) -> PinnedPartition {
+    /// Copies host arrays (32-byte elements each; a, b, c, then the L, A, B scalars;
+    /// empty ones take no room) into `buf`, in parallel.
+    pub(crate) fn fill(
+        lent: Option<PinnedEvals>,
+        mut buf: PinnedBuf,
+        arrays: [(*const u8, usize); 6],
+    ) -> PinnedPartition {
         use rayon::prelude::*;
         let mut parts = [(0usize, 0usize); 6];
         let mut off = 0;
@@ -212,16 +293,40 @@ impl PinnedPartition {
             // dst ranges are disjoint and within `buf` (checked above).
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, (dst + dst_off) as *mut u8, len) }
         });
-        PinnedPartition { buf, parts }
+        PinnedPartition { lent, buf: Some(buf), parts }
     }
 
-    /// Pointer to part `i` (0 = a … 5 = b_scalars).
-    pub(crate) fn ptr<T>(&self, i: usize) -> *const T {
-        // SAFETY: within the buffer by construction.
-        unsafe { self.buf.as_ptr().add(self.parts[i].0 * 32) as *const T }
+    /// Only a, b, c, lent to synthesis (nothing else to copy, or no room to).
+    pub(crate) fn lent(lent: PinnedEvals) -> PinnedPartition {
+        PinnedPartition { lent: Some(lent), buf: None, parts: [(0, 0); 6] }
     }
 
-    pub(crate) fn count(&self, i: usize) -> usize {
-        self.parts[i].1
+    /// Pointer and count of part `i` (0 = a … 5 = b_scalars) when it is in pinned
+    /// memory.
+    pub(crate) fn part(&self, i: usize) -> Option<(*const u8, usize)> {
+        if i < 3 {
+            if let Some(l) = &self.lent {
+                let s = l.abc()[i];
+                return Some((s.as_ptr().cast(), s.len()));
+            }
+        }
+        let buf = self.buf.as_ref()?;
+        let (off, n) = self.parts[i];
+        // SAFETY: within the buffer by construction (`fill`).
+        Some((unsafe { buf.as_ptr().add(off * 32) }, n))
+    }
+}
+
+/// Without CUDA the pool cannot allocate (the GPU tests cover lending with it).
+#[cfg(all(test, not(cuzk_cuda)))]
+mod tests {
+    use super::*;
+
+    /// Synthesis is told no, and falls back to heap memory.
+    #[test]
+    fn no_cuda_no_loan() {
+        let pool = PinnedPool::new(1 << 30, 0);
+        assert!(PinnedEvalAlloc(pool.clone()).alloc(1000).is_none());
+        assert_eq!(pool.stats().fallbacks, 1);
     }
 }

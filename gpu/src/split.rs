@@ -93,7 +93,11 @@ impl SplitScalars {
     /// rest's points into a buffer of `domain / 8`), indices within u32. `None`
     /// otherwise, after reading at most the first such values past the bound (random
     /// scalars, as in synthetic circuits, give up early).
-    pub fn from_values<'a>(values: impl Iterator<Item = &'a Scalar>, len: usize, domain: usize) -> Option<SplitScalars> {
+    pub fn from_values<'a>(
+        values: impl Iterator<Item = &'a Scalar>,
+        len: usize,
+        domain: usize,
+    ) -> Option<SplitScalars> {
         if len > u32::MAX as usize {
             return None;
         }

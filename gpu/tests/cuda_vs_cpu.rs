@@ -11,7 +11,7 @@ use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu::{
     cpu::CpuBackend,
     cuda::{CudaBackend, CudaOptions, COMPILED},
-    Backend, GpuError, HostPartition, MsmScalars, ScalarBytes, SplitScalars,
+    Backend, Evals, GpuError, HostPartition, MsmScalars, ScalarBytes, SplitScalars,
 };
 use cuzk_srs::ProvingKey;
 use ff::Field;
@@ -137,9 +137,7 @@ fn cuda_matches_cpu() {
                     }
                 };
                 let host = HostPartition {
-                    a: scalars(n, 1),
-                    b: scalars(n, 2),
-                    c: scalars(n, 3),
+                    abc: Evals::heap(scalars(n, 1), scalars(n, 2), scalars(n, 3)),
                     domain_log2: lg,
                     l_scalars: msm_scalars(nl, 4),
                     a_scalars: msm_scalars(na, 5),
@@ -161,8 +159,12 @@ fn cuda_matches_cpu() {
                     assert_eq!(x.to_affine(), y.to_affine(), "CPU {what} lg {lg} n {n} split {split}");
                 }
                 assert_eq!(cpu.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "CPU B_G2 lg {lg} n {n}");
-                let variants =
-                    [("resident", &gpu), ("streaming", &streaming), ("pageable", &pageable), ("small pool", &small_pool)];
+                let variants = [
+                    ("resident", &gpu),
+                    ("streaming", &streaming),
+                    ("pageable", &pageable),
+                    ("small pool", &small_pool),
+                ];
                 for (name, be) in variants {
                     let got = be.execute(be.stage(host.clone()).unwrap(), &srs, true).unwrap();
                     let ctx = format!(
@@ -211,9 +213,7 @@ fn out_of_memory_is_retried_once() {
     let m = 1usize << lg;
     let srs = fake_srs(m, m / 2, m / 3, m / 4);
     let host = HostPartition {
-        a: scalars(m, 1),
-        b: scalars(m, 2),
-        c: scalars(m, 3),
+        abc: Evals::heap(scalars(m, 1), scalars(m, 2), scalars(m, 3)),
         domain_log2: lg,
         l_scalars: dense(&scalars(m / 2, 4)),
         a_scalars: dense(&scalars(m / 3, 5)),

@@ -5,7 +5,7 @@ use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisE
 use blstrs::Scalar;
 use ff::Field;
 
-use crate::{Density, SynthError};
+use crate::{Density, Evals, SynthError};
 
 /// Everything the later stages need from one synthesized circuit.
 ///
@@ -16,9 +16,8 @@ use crate::{Density, SynthError};
 /// Inputs are always fully dense in the A query, so there is no `a_input_density`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Assignment {
-    pub a: Vec<Scalar>,
-    pub b: Vec<Scalar>,
-    pub c: Vec<Scalar>,
+    /// a, b, c: on the heap, or in a buffer a backend lent ([`Evals`]).
+    pub abc: Evals,
     pub input: Vec<Scalar>,
     pub aux: Vec<Scalar>,
     pub a_aux_density: Density,
@@ -51,7 +50,7 @@ impl Assignment {
     /// Sizes of this assignment.
     pub fn shape(&self) -> CircuitShape {
         CircuitShape {
-            constraints: self.a.len(),
+            constraints: self.abc.len(),
             inputs: self.input.len(),
             aux: self.aux.len(),
             a_query: self.input.len() + self.a_aux_density.count(),
@@ -62,7 +61,7 @@ impl Assignment {
     /// Heap bytes held by this assignment.
     pub fn heap_bytes(&self) -> usize {
         let s = std::mem::size_of::<Scalar>();
-        (self.a.capacity() + self.b.capacity() + self.c.capacity()) * s
+        self.abc.heap_bytes()
             + (self.input.capacity() + self.aux.capacity()) * s
             + self.a_aux_density.heap_bytes()
             + self.b_input_density.heap_bytes()
@@ -81,10 +80,10 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Assignment, SynthErr
     circuit.synthesize(&mut cs)?;
     // `input * 0 = 0` for every input: makes the IC query fully dense and the inputs
     // linearly independent (bellperson and its parameter generator both add these).
-    for i in 0..cs.0.input.len() {
+    for i in 0..cs.s.input.len() {
         cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
     }
-    Ok(cs.0)
+    Ok(cs.into_inner())
 }
 
 /// A [`ConstraintSystem`] that records the witness; see [`synthesize`].
@@ -92,12 +91,23 @@ pub fn synthesize<C: Circuit<Scalar>>(circuit: C) -> Result<Assignment, SynthErr
 /// Public so that callers with their own synthesis driver (for example a circuit
 /// split into parts synthesized in parallel and joined with `extend`) can use it.
 #[derive(Debug, Default)]
-pub struct ProvingAssignment(pub Assignment);
+pub struct ProvingAssignment {
+    a: Vec<Scalar>,
+    b: Vec<Scalar>,
+    c: Vec<Scalar>,
+    /// Everything else (its `abc` stays empty until [`ProvingAssignment::into_inner`]).
+    s: Assignment,
+}
 
 impl ProvingAssignment {
     /// Takes the finished assignment.
     pub fn into_inner(self) -> Assignment {
-        self.0
+        Assignment { abc: Evals::heap(self.a, self.b, self.c), ..self.s }
+    }
+
+    /// Inputs allocated so far, `ONE` included.
+    pub fn inputs(&self) -> usize {
+        self.s.input.len()
     }
 }
 
@@ -145,7 +155,7 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        let s = &mut self.0;
+        let s = &mut self.s;
         s.aux.push(f()?);
         s.a_aux_density.push();
         s.b_aux_density.push();
@@ -158,7 +168,7 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        let s = &mut self.0;
+        let s = &mut self.s;
         s.input.push(f()?);
         s.b_input_density.push();
         Ok(Variable::new_unchecked(Index::Input(s.input.len() - 1)))
@@ -172,7 +182,7 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
-        let s = &mut self.0;
+        let s = &mut self.s;
         let a = a(LinearCombination::zero());
         let b = b(LinearCombination::zero());
         let c = c(LinearCombination::zero());
@@ -181,9 +191,9 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         let av = eval(&a, None, Some(&mut s.a_aux_density), &s.input, &s.aux);
         let bv = eval(&b, Some(&mut s.b_input_density), Some(&mut s.b_aux_density), &s.input, &s.aux);
         let cv = eval(&c, None, None, &s.input, &s.aux);
-        s.a.push(av);
-        s.b.push(bv);
-        s.c.push(cv);
+        self.a.push(av);
+        self.b.push(bv);
+        self.c.push(cv);
     }
 
     fn push_namespace<NR, N>(&mut self, _: N)
@@ -204,13 +214,13 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
     }
 
     fn extend(&mut self, other: &Self) {
-        let (s, o) = (&mut self.0, &other.0);
+        let (s, o) = (&mut self.s, &other.s);
         s.a_aux_density.extend(&o.a_aux_density, false);
         s.b_input_density.extend(&o.b_input_density, true);
         s.b_aux_density.extend(&o.b_aux_density, false);
-        s.a.extend_from_slice(&o.a);
-        s.b.extend_from_slice(&o.b);
-        s.c.extend_from_slice(&o.c);
+        self.a.extend_from_slice(&other.a);
+        self.b.extend_from_slice(&other.b);
+        self.c.extend_from_slice(&other.c);
         // The sub-assignment's first input is its own temporary `ONE`.
         s.input.extend_from_slice(&o.input[1..]);
         s.aux.extend_from_slice(&o.aux);

@@ -16,6 +16,7 @@
 mod assignment;
 mod density;
 mod error;
+mod evals;
 pub mod porep;
 mod precompiled;
 mod synthetic;
@@ -23,7 +24,10 @@ mod synthetic;
 pub use assignment::{synthesize, Assignment, CircuitShape, ProvingAssignment};
 pub use density::Density;
 pub use error::SynthError;
-pub use precompiled::{synthesize_in, synthesize_precompiled, synthesize_recording, Precompiled, SynthMode};
+pub use evals::{EvalAlloc, EvalBuffer, Evals};
+pub use precompiled::{
+    synthesize_in, synthesize_precompiled, synthesize_precompiled_into, synthesize_recording, Precompiled, SynthMode,
+};
 pub use synthetic::{SyntheticCircuit, SyntheticSpec};
 
 /// The scalar field every circuit here is over (BLS12-381's Fr).

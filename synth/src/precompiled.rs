@@ -19,7 +19,7 @@ use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisE
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
-use crate::{assignment::ProvingAssignment, synthesize, Assignment, Density, SynthError};
+use crate::{assignment::ProvingAssignment, synthesize, Assignment, Density, EvalAlloc, Evals, SynthError};
 
 /// One non-zero matrix entry: a variable (inputs tagged by the low bit) and an
 /// index into the coefficient table (0 is `ONE`, which needs no multiplication).
@@ -322,7 +322,7 @@ pub fn synthesize_recording<C: Circuit<Scalar>>(circuit: C) -> Result<(Assignmen
     let mut cs = Recorder::new();
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
-    for i in 0..cs.cs.0.input.len() {
+    for i in 0..cs.cs.inputs() {
         cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
     }
     let assignment = cs.cs.into_inner();
@@ -358,6 +358,9 @@ pub enum SynthMode<'a> {
     Record,
     /// Witness only, with the recorded structure of the same circuit.
     Precompiled(&'a Precompiled),
+    /// As `Precompiled`, writing a, b, c into a buffer from the allocator when it
+    /// lends one (the GPU backend's pinned staging memory).
+    PrecompiledInto(&'a Precompiled, &'a dyn EvalAlloc),
 }
 
 /// Synthesizes `circuit` in `mode`; the recording is returned for
@@ -374,6 +377,9 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
         SynthMode::Plain => synthesize(circuit).map(|a| (a, None)),
         SynthMode::Record => synthesize_recording(circuit),
         SynthMode::Precompiled(pre) => synthesize_precompiled(circuit, pre).map(|a| (a, None)),
+        SynthMode::PrecompiledInto(pre, alloc) => {
+            synthesize_precompiled_into(circuit, pre, Some(alloc)).map(|a| (a, None))
+        }
     }
 }
 
@@ -385,6 +391,19 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
 /// [`SynthError::StructureMismatch`] when it allocates a different number of inputs
 /// or aux variables than the recorded circuit (it is not the same circuit).
 pub fn synthesize_precompiled<C: Circuit<Scalar>>(circuit: C, pre: &Precompiled) -> Result<Assignment, SynthError> {
+    synthesize_precompiled_into(circuit, pre, None)
+}
+
+/// [`synthesize_precompiled`], writing a, b, c into a buffer lent by `alloc` when it
+/// has one (else on the heap).
+///
+/// # Errors
+/// As [`synthesize_precompiled`].
+pub fn synthesize_precompiled_into<C: Circuit<Scalar>>(
+    circuit: C,
+    pre: &Precompiled,
+    alloc: Option<&dyn EvalAlloc>,
+) -> Result<Assignment, SynthError> {
     let mut cs = Witness { input: Vec::with_capacity(pre.inputs), aux: Vec::with_capacity(pre.aux), constraints: 0 };
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
@@ -405,16 +424,24 @@ pub fn synthesize_precompiled<C: Circuit<Scalar>>(circuit: C, pre: &Precompiled)
     let w = [cs.input.as_slice(), cs.aux.as_slice()];
     // On the calling thread, not a thread pool: a stream keeps every core busy with
     // partitions already, and the caller's thread priority then covers this too.
-    let product = |m: &Matrix| {
-        let mut out = vec![Scalar::ZERO; n];
-        m.eval_rows(0..n, &pre.coeffs, w, &mut out);
-        out
+    let abc = match alloc.and_then(|al| al.alloc(n)).filter(|b| b.len() == n) {
+        Some(mut buf) => {
+            for (m, out) in [&pre.a, &pre.b, &pre.c].into_iter().zip(buf.abc_mut()) {
+                m.eval_rows(0..n, &pre.coeffs, w, out);
+            }
+            Evals::Lent(buf)
+        }
+        None => {
+            let product = |m: &Matrix| {
+                let mut out = vec![Scalar::ZERO; n];
+                m.eval_rows(0..n, &pre.coeffs, w, &mut out);
+                out
+            };
+            Evals::heap(product(&pre.a), product(&pre.b), product(&pre.c))
+        }
     };
-    let (a, b, c) = (product(&pre.a), product(&pre.b), product(&pre.c));
     Ok(Assignment {
-        a,
-        b,
-        c,
+        abc,
         input: cs.input,
         aux: cs.aux,
         a_aux_density: pre.a_aux_density.clone(),

@@ -204,8 +204,9 @@ mod tests {
             let a_frac = a.a_aux_density.count() as f64 / body;
             assert!((a_frac - da).abs() < 0.1 || body < 10.0, "{a_frac} vs {da}");
             // The witness satisfies every constraint.
+            let [ea, eb, ec] = a.abc.abc();
             for i in 0..n {
-                assert_eq!(a.a[i] * a.b[i], a.c[i], "constraint {i}");
+                assert_eq!(ea[i] * eb[i], ec[i], "constraint {i}");
             }
         }
     }

@@ -35,7 +35,13 @@ pub struct PrepareMsmConfig {
 
 impl Default for PrepareMsmConfig {
     fn default() -> Self {
-        PrepareMsmConfig { mailbox_capacity: 4, queue_capacity: 2, workers: 1, b_g2: BG2Placement::Auto, bit_split: true }
+        PrepareMsmConfig {
+            mailbox_capacity: 4,
+            queue_capacity: 2,
+            workers: 1,
+            b_g2: BG2Placement::Auto,
+            bit_split: true,
+        }
     }
 }
 

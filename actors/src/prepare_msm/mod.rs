@@ -56,7 +56,7 @@ pub fn prepare(asg: Assignment, bit_split: bool) -> (HostPartition, Vec<Scalar>)
     let shape = asg.shape();
     let domain_log2 = shape.domain_log2();
     let domain = 1usize << domain_log2;
-    let Assignment { a, b, c, input, aux, a_aux_density, b_input_density, b_aux_density } = asg;
+    let Assignment { abc, input, aux, a_aux_density, b_input_density, b_aux_density } = asg;
     let (input, aux) = (&input, &aux);
     let (l_scalars, (a_scalars, b_scalars)) = rayon::join(
         || scalars(bit_split, domain, aux.len(), || aux.iter(), || canonical(aux)),
@@ -92,7 +92,7 @@ pub fn prepare(asg: Assignment, bit_split: bool) -> (HostPartition, Vec<Scalar>)
         },
     );
     let public_inputs = input[1..].to_vec();
-    (HostPartition { a, b, c, domain_log2, l_scalars, a_scalars, b_scalars }, public_inputs)
+    (HostPartition { abc, domain_log2, l_scalars, a_scalars, b_scalars }, public_inputs)
 }
 
 impl Stage for PrepareMsm {

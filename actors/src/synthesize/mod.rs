@@ -12,7 +12,7 @@ use compiled::Plan;
 pub use config::SynthesizeConfig;
 use cuzk_srs::ProvingKey;
 pub use cuzk_synth::Assignment;
-use cuzk_synth::SynthMode;
+use cuzk_synth::{EvalAlloc, SynthMode};
 
 use crate::{
     error::StageError,
@@ -27,6 +27,9 @@ pub struct Synthesize {
     pub compiled: Arc<CompiledCache>,
     /// `synthesize.nice`, applied to each worker thread on its first partition.
     pub nice: i32,
+    /// The backend's lender of a/b/c buffers (CUDA: pinned staging memory), used by
+    /// pre-compiled synthesis so that StagePcie has nothing of a, b, c to copy.
+    pub evals: Option<Arc<dyn EvalAlloc>>,
 }
 
 /// Lowers the calling thread's priority to `nice` once per thread (Linux: the nice
@@ -79,7 +82,13 @@ impl Stage for Synthesize {
         let (op, result) = match &plan {
             Plan::Plain => ("synth_plain", circuit.synthesize_with(SynthMode::Plain)),
             Plan::Record => ("synth_record", circuit.synthesize_with(SynthMode::Record)),
-            Plan::Use(pre) => ("synth_precompiled", circuit.synthesize_with(SynthMode::Precompiled(pre))),
+            Plan::Use(pre) => {
+                let mode = match &self.evals {
+                    Some(alloc) => SynthMode::PrecompiledInto(pre, alloc.as_ref()),
+                    None => SynthMode::Precompiled(pre),
+                };
+                ("synth_precompiled", circuit.synthesize_with(mode))
+            }
         };
         let assignment = match (plan, result) {
             (Plan::Record, Ok((a, pre))) => {

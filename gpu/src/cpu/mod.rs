@@ -35,7 +35,8 @@ impl Backend for CpuBackend {
         check_shapes(&p, srs)?;
         let mut timings = Vec::with_capacity(6);
         let t = Instant::now();
-        let h = compute_h(p.a, p.b, p.c, p.domain_log2)?;
+        let [a, b, c] = p.abc.into_vecs();
+        let h = compute_h(a, b, c, p.domain_log2)?;
         let h_bytes: Vec<_> = h.par_iter().map(|s| s.to_bytes_le()).collect();
         drop(h);
         timings.push(("ntt_h", t.elapsed()));
@@ -69,7 +70,8 @@ impl Backend for CpuBackend {
 /// # Errors
 /// [`GpuError::Shape`] naming the mismatching vector.
 pub fn check_shapes(p: &HostPartition, srs: &ProvingKey) -> Result<(), GpuError> {
-    let counts = [p.a.len(), p.b.len(), p.c.len(), p.l_scalars.len(), p.a_scalars.len(), p.b_scalars.len()];
+    let [a, b, c] = p.abc.abc();
+    let counts = [a.len(), b.len(), c.len(), p.l_scalars.len(), p.a_scalars.len(), p.b_scalars.len()];
     check_counts(counts, p.domain_log2, srs)
 }
 
