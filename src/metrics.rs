@@ -194,11 +194,12 @@ pub fn render(snap: &EngineSnapshot) -> String {
     );
     let _ = writeln!(o, "cuzk_precompiled_circuit_bytes {}", snap.precompiled_bytes);
     if let Some(p) = &snap.pinned {
-        let pinned: [(&str, &str, &str, u64); 4] = [
+        let pinned: [(&str, &str, &str, u64); 5] = [
             ("cuzk_pinned_capacity_bytes", "gauge", "Bound of the pinned staging pool.", p.capacity),
             ("cuzk_pinned_allocated_bytes", "gauge", "Pinned memory allocated (in use or idle).", p.allocated),
-            ("cuzk_pinned_used_bytes", "gauge", "Pinned memory held by staged partitions.", p.in_use),
-            ("cuzk_pinned_fallbacks_total", "counter", "Partitions staged from pageable memory.", p.fallbacks),
+            ("cuzk_pinned_used_bytes", "gauge", "Pinned memory held by partitions (lent or staged).", p.in_use),
+            ("cuzk_pinned_lent_total", "counter", "a/b/c buffers lent to synthesis.", p.lent),
+            ("cuzk_pinned_fallbacks_total", "counter", "Pool requests refused at its bound.", p.fallbacks),
         ];
         for (name, kind, help, v) in pinned {
             family(&mut o, name, kind, help);

@@ -100,6 +100,12 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
     let out = split.submit_blocking(job()).unwrap().wait_blocking().unwrap();
     assert!(out.timings.ops.iter().any(|(n, _)| *n == "bit_split"), "the PoRep witness takes the bit split");
     let s = out.proof_bytes();
+    // The engine's second proof uses the recorded circuit: a, b, c are written
+    // straight into pinned memory lent by the backend.
+    let again = split.submit_blocking(job()).unwrap().wait_blocking().unwrap();
+    assert!(again.timings.ops.iter().any(|(n, _)| *n == "synth_precompiled"), "second proof is pre-compiled");
+    assert!(split.pinned().unwrap().lent >= 1, "a/b/c lent from the pinned pool: {:?}", split.pinned());
+    assert_eq!(again.proof_bytes(), s, "pre-compiled into pinned memory: same proof bytes");
     let c = cpu.submit_blocking(job()).unwrap().wait_blocking().unwrap().proof_bytes();
     assert_eq!(g.len(), 192 * usize::from(common::porep::PROOF.partitions()));
     assert_eq!(g, c, "2KiB PoRep: GPU vs CPU backend proof bytes");

@@ -26,8 +26,10 @@ pub struct PinnedStats {
     pub capacity: u64,
     /// Pinned memory allocated now (in use or idle in the pool).
     pub allocated: u64,
-    /// Held by staged partitions now.
+    /// Held by partitions now (lent to synthesis or staged).
     pub in_use: u64,
+    /// Buffers lent to synthesis for a, b, c.
+    pub lent: u64,
     /// Requests the pool could not serve within its bound (a partition staged from
     /// pageable memory, or synthesized into heap memory).
     pub fallbacks: u64,
@@ -233,7 +235,8 @@ impl EvalAlloc for PinnedEvalAlloc {
     fn alloc(&self, len: usize) -> Option<Box<dyn EvalBuffer>> {
         let bytes = len.checked_mul(3 * 32)?;
         let buf = self.0.acquire(bytes)?;
-        (buf.len() >= bytes).then(|| Box::new(PinnedEvals { buf, len }) as Box<dyn EvalBuffer>)
+        self.0.st.lock().unwrap_or_else(|e| e.into_inner()).stats.lent += 1;
+        Some(Box::new(PinnedEvals { buf, len }))
     }
 }
 

@@ -14,6 +14,7 @@ use cuzk_gpu::{
     Backend, Evals, GpuError, HostPartition, MsmScalars, ScalarBytes, SplitScalars,
 };
 use cuzk_srs::ProvingKey;
+use cuzk_synth::{EvalAlloc, EvalBuffer};
 use ff::Field;
 use group::{Curve, Group};
 use rand::{Rng, SeedableRng};
@@ -182,6 +183,18 @@ fn cuda_matches_cpu() {
                     assert_eq!(got.split, split && name != "streaming", "device split used: {ctx}");
                     eprintln!("ok {ctx}: {:?}", got.timings);
                 }
+                // a, b, c in a buffer lent from the pool, as pre-compiled synthesis
+                // writes them: staged without a copy, the same result.
+                let mut buf = gpu.eval_alloc().expect("the pool lends").alloc(n).expect("room in the pool");
+                for (dst, src) in buf.abc_mut().into_iter().zip(host.abc.abc()) {
+                    dst.copy_from_slice(src);
+                }
+                let lent = HostPartition { abc: Evals::Lent(buf), ..host.clone() };
+                let got = gpu.execute(gpu.stage(lent).unwrap(), &srs, true).unwrap();
+                let ctx = format!("lg {lg} n {n} lent a/b/c witness {witness} split {split}");
+                assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {ctx}");
+                assert_eq!(got.l.to_affine(), want.l.to_affine(), "L {ctx}");
+                assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 {ctx}");
             }
         }
     }
@@ -189,6 +202,7 @@ fn cuda_matches_cpu() {
     eprintln!("pinned pools: default {big:?}, small {small:?}");
     assert_eq!(big.fallbacks, 0, "the default pool holds every test partition");
     assert_eq!(big.in_use, 0, "every staged partition returned its buffer");
+    assert!(big.lent > 0, "a/b/c buffers were lent");
     assert!(small.allocated <= 64 << 20);
     assert_eq!(pageable.pinned_stats().unwrap().allocated, 0);
 }
