@@ -92,7 +92,9 @@ if [[ " $PHASES " == *" porep "* ]]; then
     # "plain" (no pre-compiled synthesis), "nonice" (synthesis at normal priority),
     # "old" (both: the synthesis of sessions 1-4), "prep2", "prep2pcie2", "gpu2",
     # "all2" (2 workers in PrepareMsm / StagePcie / ProveGpu), "nosplit" (no bit
-    # split of the MSMs), "prep4" (4 PrepareMsm and 2 StagePcie workers).
+    # split of the MSMs), "nolend" (a/b/c not written into pinned memory by
+    # synthesis), "s5" (both: session 5's default), "prep4" (4 PrepareMsm and 2
+    # StagePcie workers).
     for SZ in ${POREP_SIZES:-2KiB}; do
         porep_inputs "$SZ"
         for V in ${POREP_VARIANTS:-default}; do
@@ -105,7 +107,9 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 prep2) extra='[prepare_msm]\nworkers = 2\n' ;;
                 prep2pcie2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n' ;;
                 gpu2) extra='[prove_gpu]\nworkers_per_device = 2\n' ;;
-                nosplit) extra='bit_split = false\n' ;;
+                nosplit) extra='[prepare_msm]\nbit_split = false\n' ;;
+                nolend) extra='[synthesize]\nwrite_pinned = false\n' ;;
+                s5) extra='[prepare_msm]\nbit_split = false\n[synthesize]\nwrite_pinned = false\n' ;;
                 prep4) extra='[prepare_msm]\nworkers = 4\n[stage_pcie]\nworkers = 2\n' ;;
                 all2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n[prove_gpu]\nworkers_per_device = 2\n' ;;
                 *) say "unknown variant $V"; continue ;;

@@ -132,7 +132,7 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let compiled = Arc::new(CompiledCache::new(cfg.synthesize.precompile, host_ledger.clone()));
     let nice = cfg.synthesize.nice;
     let synth_compiled = compiled.clone();
-    let evals = backend.eval_alloc();
+    let evals = backend.eval_alloc().filter(|_| cfg.synthesize.write_pinned);
     let synth = b.stage(
         move || Synthesize { compiled: synth_compiled.clone(), nice, evals: evals.clone() },
         cfg.synthesize.limits(),

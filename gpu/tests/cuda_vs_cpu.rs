@@ -14,7 +14,6 @@ use cuzk_gpu::{
     Backend, Evals, GpuError, HostPartition, MsmScalars, ScalarBytes, SplitScalars,
 };
 use cuzk_srs::ProvingKey;
-use cuzk_synth::{EvalAlloc, EvalBuffer};
 use ff::Field;
 use group::{Curve, Group};
 use rand::{Rng, SeedableRng};

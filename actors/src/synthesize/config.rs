@@ -23,11 +23,23 @@ pub struct SynthesizeConfig {
     /// cores at once to the stages that feed the GPU (PrepareMsm, StagePcie,
     /// ProveGpu's host side), which otherwise wait behind it.
     pub nice: i32,
+    /// Pre-compiled synthesis writes a, b, c straight into pinned memory lent by
+    /// the GPU backend's staging pool (`backend.pinned_memory`), so StagePcie has
+    /// nothing of them to copy. When the pool is at its bound they go to the heap
+    /// and StagePcie copies them as before. No effect on the CPU backend.
+    pub write_pinned: bool,
 }
 
 impl Default for SynthesizeConfig {
     fn default() -> Self {
-        SynthesizeConfig { mailbox_capacity: 4, queue_capacity: 4, max_concurrency: 0, precompile: true, nice: 10 }
+        SynthesizeConfig {
+            mailbox_capacity: 4,
+            queue_capacity: 4,
+            max_concurrency: 0,
+            precompile: true,
+            nice: 10,
+            write_pinned: true,
+        }
     }
 }
 
