@@ -139,43 +139,66 @@ impl PinnedPool {
     /// A buffer of at least `bytes`, or `None` (counted as a fallback) when the pool
     /// cannot provide one within its bound.
     pub fn acquire(self: &Arc<Self>, bytes: usize) -> Option<PinnedBuf> {
-        let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
-        // Smallest idle buffer that fits.
-        if let Some(i) =
-            st.free.iter().enumerate().filter(|(_, b)| b.len >= bytes).min_by_key(|(_, b)| b.len).map(|(i, _)| i)
-        {
-            let b = st.free.swap_remove(i);
-            st.stats.in_use += b.len as u64;
-            return Some(PinnedBuf { block: Some(b), pool: self.clone() });
-        }
-        let len = bytes.div_ceil(GRANULE) * GRANULE;
-        // Buffers in use cannot be freed: if the new one cannot fit beside them, keep
-        // the idle ones for later partitions and stage this one from pageable memory.
-        if st.stats.in_use + len as u64 > st.stats.capacity {
-            st.stats.fallbacks += 1;
-            return None;
-        }
-        // Free idle (too small) buffers, largest first, until the new one fits.
-        while st.stats.allocated + len as u64 > st.stats.capacity {
-            st.free.sort_by_key(|b| b.len);
-            match st.free.pop() {
-                Some(b) => st.stats.allocated -= b.len as u64,
-                None => {
-                    st.stats.fallbacks += 1;
-                    return None;
+        self.take(bytes, true)
+    }
+
+    /// An idle buffer of at least `bytes`, never a new one: for callers that must not
+    /// wait for an allocation (pinning memory takes ~0.1 s per 256 MiB and takes
+    /// the driver's locks, which stalls the GPU stage's CUDA calls).
+    pub fn acquire_idle(self: &Arc<Self>, bytes: usize) -> Option<PinnedBuf> {
+        self.take(bytes, false)
+    }
+
+    fn take(self: &Arc<Self>, bytes: usize, grow: bool) -> Option<PinnedBuf> {
+        // Declared before the guard: buffers freed to make room are released (which
+        // synchronizes the device) after the lock is.
+        let mut freed = Vec::new();
+        let len = {
+            let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
+            // Smallest idle buffer that fits.
+            if let Some(i) =
+                st.free.iter().enumerate().filter(|(_, b)| b.len >= bytes).min_by_key(|(_, b)| b.len).map(|(i, _)| i)
+            {
+                let b = st.free.swap_remove(i);
+                st.stats.in_use += b.len as u64;
+                return Some(PinnedBuf { block: Some(b), pool: self.clone() });
+            }
+            let len = bytes.div_ceil(GRANULE) * GRANULE;
+            // Buffers in use cannot be freed: if the new one cannot fit beside them,
+            // keep the idle ones for later partitions and stage this one from
+            // pageable memory.
+            if !grow || st.stats.in_use + len as u64 > st.stats.capacity {
+                st.stats.fallbacks += 1;
+                return None;
+            }
+            // Free idle (too small) buffers, largest first, until the new one fits.
+            while st.stats.allocated + len as u64 > st.stats.capacity {
+                st.free.sort_by_key(|b| b.len);
+                match st.free.pop() {
+                    Some(b) => {
+                        st.stats.allocated -= b.len as u64;
+                        freed.push(b);
+                    }
+                    None => {
+                        st.stats.fallbacks += 1;
+                        return None;
+                    }
                 }
             }
-        }
-        // Allocating under the lock keeps the accounting simple; it happens only while
-        // the pool grows (warm-up, or a larger partition shape).
+            // Claimed now, allocated below without the lock, so that other workers
+            // (and buffers coming back) never wait for the allocation.
+            st.stats.allocated += len as u64;
+            st.stats.in_use += len as u64;
+            len
+        };
+        drop(freed);
         match Block::alloc(self.device, len) {
-            Ok(b) => {
-                st.stats.allocated += len as u64;
-                st.stats.in_use += len as u64;
-                Some(PinnedBuf { block: Some(b), pool: self.clone() })
-            }
+            Ok(b) => Some(PinnedBuf { block: Some(b), pool: self.clone() }),
             Err(e) => {
                 tracing::warn!(bytes = len, error = %e, "pinned host allocation failed; staging from pageable memory");
+                let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
+                st.stats.allocated -= len as u64;
+                st.stats.in_use -= len as u64;
                 st.stats.fallbacks += 1;
                 None
             }
@@ -234,7 +257,9 @@ pub struct PinnedEvalAlloc(pub Arc<PinnedPool>);
 impl EvalAlloc for PinnedEvalAlloc {
     fn alloc(&self, len: usize) -> Option<Box<dyn EvalBuffer>> {
         let bytes = len.checked_mul(3 * 32)?;
-        let buf = self.0.acquire(bytes)?;
+        // Idle buffers only: the pool grows in StagePcie, whose staging of the
+        // first (plain) wave leaves buffers of this size behind.
+        let buf = self.0.acquire_idle(bytes)?;
         self.0.st.lock().unwrap_or_else(|e| e.into_inner()).stats.lent += 1;
         Some(Box::new(PinnedEvals { buf, len }))
     }
