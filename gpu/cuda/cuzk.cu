@@ -347,10 +347,11 @@ __global__ void gather(affine_dev* out, const affine_dev* pts, const uint32_t* i
     if (i < n) out[i] = pts[idx[i]];
 }
 
-// Adds up `n` partial sums in place, into sums[0]: one block of a power-of-two
-// number of threads (at most n), each adding a strided share, then a tree. On the
-// host the same sums took 0.7-1 ms in G1 and 2.4-2.9 ms in G2 per MSM (run 13
-// trace), with the device idle.
+// Adds up `n` G1 partial sums in place, into sums[0]: one block of a power-of-two
+// number of threads (at most n), each adding a strided share, then a tree: 0.26
+// ms against 0.7-1 ms on the host (runs 13-14 traces). G1 only: sppark's Fp2
+// arithmetic on the device is shared by pairs of threads (`bucket::degree` 2),
+// which this one-bucket-per-thread kernel does not do (run 14: wrong sums).
 template<class bucket>
 __global__ void reduce_sums(typename bucket::mem_t* sums, uint32_t n)
 {
@@ -389,25 +390,28 @@ static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
         d_sums, pts, (size_t)0, d_idx, *d_n);
     CUDA_OK(cudaGetLastError());
     trace(gpu, "split: ones batch addition");
-    static_assert(BATCH_ADD_BLOCK_SIZE / WARP_SZ >= 1, "one partial sum per warp");
-    uint32_t threads = 256;
-    while (threads > slots) threads /= 2;
-    reduce_sums<bucket><<<1, threads, 0, gpu[0]>>>(d_sums, (uint32_t)slots);
-    CUDA_OK(cudaGetLastError());
-    std::vector<bucket> sum(1);
-    gpu[0].DtoH(sum.data(), d_sums, 1);
+    if (bucket::degree == 1) {
+        uint32_t threads = 256;
+        while (threads > slots) threads /= 2;
+        reduce_sums<bucket><<<1, threads, 0, gpu[0]>>>(d_sums, (uint32_t)slots);
+        CUDA_OK(cudaGetLastError());
+        slots = 1;
+    }
+    std::vector<bucket> sums(slots);
+    gpu[0].DtoH(sums.data(), d_sums, slots);
     gpu[0].sync();
-    out = sum_up(sum);
-    trace(gpu, "split: ones partial sums on the device");
+    out = sum_up(sums);
+    trace(gpu, "split: ones partial sums");
 }
 
 // A split MSM: the sum of the points behind the ones, plus the MSM of the rest
-// scalars over their points gathered into the workspace. The rest gets an MSM
-// object of its own size: sppark picks the window from the size it is built for,
-// and the resident object's window (for millions of points) spends 6-9 ms on
-// buckets for a rest of ~44k scalars (run 13 trace).
+// scalars over their points gathered into the workspace, by the resident MSM
+// object (sized for the whole vector, it handles the smaller count). An object
+// sized for the rest itself picks narrower windows, hence more of them, and was
+// slower: 7.4-10.6 ms against 6-8.8 ms per MSM (runs 13-14 traces; the cost of
+// a ~44k-scalar MSM is per window, not per bucket).
 template<class bucket, class msm_type, class point, class affine_dev>
-static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
+static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const affine_dev* pts,
                       const uint32_t* d_ones, const uint32_t* d_n, const uint32_t* d_rest,
                       const fr_t* rest_s, size_t nrest, point& out)
 {
@@ -420,8 +424,7 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts
     trace(gpu, "split: gather rest points");
     typedef typename bucket::affine_t affine;
     point rest;
-    msm_type msm{nullptr, nrest, sizeof(affine), gpu.id()};
-    RustError err = msm.invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, rest_s, false);
+    RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, rest_s, false);
     if (err.code != cudaSuccess) {
         std::string m = err.message ? err.message : "split MSM failed";
         free(err.message);
@@ -545,24 +548,24 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, const cuzk_srs* srs
     out->ms[2] = ms_since(t);
 
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t, msm_g1_t>(gpu, ws, srs->pl, d_ones[0], d_counts + 0, d_rest[0], in->rest_s[0], in->nrest[0], out->l);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], d_counts + 0, d_rest[0], in->rest_s[0], in->nrest[0], out->l);
     else run_msm(gpu, srs ? srs->l.get() : nullptr, srs ? srs->pl : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
     trace(gpu, "msm l");
     out->ms[3] = ms_since(t);
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t, msm_g1_t>(gpu, ws, srs->pa, d_ones[1], d_counts + 1, d_rest[1], in->rest_s[1], in->nrest[1], out->a);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], d_counts + 1, d_rest[1], in->rest_s[1], in->nrest[1], out->a);
     else run_msm(gpu, srs ? srs->a.get() : nullptr, srs ? srs->pa : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
     trace(gpu, "msm a");
     out->ms[4] = ms_since(t);
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t, msm_g1_t>(gpu, ws, srs->pb1, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b1);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b1);
     else run_msm(gpu, srs ? srs->b1.get() : nullptr, srs ? srs->pb1 : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
     out->ms[5] = ms_since(t);
     out->ms[6] = 0;
     out->b2.inf();
     if (in->with_b2) {
         t = std::chrono::steady_clock::now();
-        if (split) split_msm<bucket_fp2_t, msm_g2_t>(gpu, ws, srs->pb2, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b2);
+        if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b2);
         else run_msm(gpu, srs ? srs->b2.get() : nullptr, srs ? srs->pb2 : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);
         out->ms[6] = ms_since(t);
     }
