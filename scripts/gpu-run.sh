@@ -93,8 +93,11 @@ if [[ " $PHASES " == *" porep "* ]]; then
     # "old" (both: the synthesis of sessions 1-4), "prep2", "prep2pcie2", "gpu2",
     # "all2" (2 workers in PrepareMsm / StagePcie / ProveGpu), "nosplit" (no bit
     # split of the MSMs), "nolend" (a/b/c not written into pinned memory by
-    # synthesis), "s5" (both: session 5's default), "prep4" (4 PrepareMsm and 2
-    # StagePcie workers).
+    # synthesis), "s5" (session 5's default: no split, no lending, no saved
+    # recording), "cold" (default, but no saved recording is loaded or saved),
+    # "warm" (default; named for the run after one that saved the recording),
+    # "prep4" (4 PrepareMsm and 2 StagePcie workers). The default saves the circuit
+    # recording in the parameter cache, so every later variant starts warm.
     for SZ in ${POREP_SIZES:-2KiB}; do
         porep_inputs "$SZ"
         for V in ${POREP_VARIANTS:-default}; do
@@ -109,7 +112,9 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 gpu2) extra='[prove_gpu]\nworkers_per_device = 2\n' ;;
                 nosplit) extra='[prepare_msm]\nbit_split = false\n' ;;
                 nolend) extra='[synthesize]\nwrite_pinned = false\n' ;;
-                s5) extra='[prepare_msm]\nbit_split = false\n[synthesize]\nwrite_pinned = false\n' ;;
+                s5) extra='[prepare_msm]\nbit_split = false\n[synthesize]\nwrite_pinned = false\nsave_recordings = false\n' ;;
+                cold) extra='[synthesize]\nsave_recordings = false\n' ;;
+                warm) extra="" ;;
                 prep4) extra='[prepare_msm]\nworkers = 4\n[stage_pcie]\nworkers = 2\n' ;;
                 all2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n[prove_gpu]\nworkers_per_device = 2\n' ;;
                 *) say "unknown variant $V"; continue ;;

@@ -129,7 +129,15 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let bit_split = cfg.prepare_msm.bit_split;
     let prepare =
         b.stage(move || PrepareMsm { b_g2_on_cpu, bit_split }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
-    let compiled = Arc::new(CompiledCache::new(cfg.synthesize.precompile, host_ledger.clone()));
+    let mut compiled = CompiledCache::new(cfg.synthesize.precompile, host_ledger.clone());
+    if cfg.synthesize.save_recordings {
+        let dir = match cfg.synthesize.recording_dir.as_str() {
+            "" => cfg.ingest.param_cache_dir(),
+            d => std::path::PathBuf::from(d),
+        };
+        compiled = compiled.with_dir(dir);
+    }
+    let compiled = Arc::new(compiled);
     let nice = cfg.synthesize.nice;
     let synth_compiled = compiled.clone();
     let evals = backend.eval_alloc().filter(|_| cfg.synthesize.write_pinned);

@@ -87,6 +87,24 @@ impl Density {
         self.words.len() * 8
     }
 
+    /// The bitmap's words (64 variables each, least significant bit first).
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// A bitmap of `len` variables from its words; `None` when the words do not
+    /// hold exactly `len` bits (none set past the end).
+    pub fn from_words(words: Vec<u64>, len: usize) -> Option<Density> {
+        if words.len() != len.div_ceil(64) {
+            return None;
+        }
+        if !len.is_multiple_of(64) && words.last().is_some_and(|w| w >> (len % 64) != 0) {
+            return None;
+        }
+        let total = words.iter().map(|w| w.count_ones() as usize).sum();
+        Some(Density { words, len, total })
+    }
+
     /// Copies the elements of `values` whose bit is set, in order.
     ///
     /// `values.len()` must equal [`Density::len`].

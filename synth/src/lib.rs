@@ -19,6 +19,7 @@ mod error;
 mod evals;
 pub mod porep;
 mod precompiled;
+mod recording;
 mod synthetic;
 
 pub use assignment::{synthesize, Assignment, CircuitShape, ProvingAssignment};

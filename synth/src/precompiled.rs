@@ -24,9 +24,9 @@ use crate::{assignment::ProvingAssignment, synthesize, Assignment, Density, Eval
 /// One non-zero matrix entry: a variable (inputs tagged by the low bit) and an
 /// index into the coefficient table (0 is `ONE`, which needs no multiplication).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Entry {
-    var: u32,
-    coeff: u32,
+pub(crate) struct Entry {
+    pub(crate) var: u32,
+    pub(crate) coeff: u32,
 }
 
 impl Entry {
@@ -46,11 +46,11 @@ const MINUS_ONE: u32 = 1;
 const TWO: u32 = 2;
 
 /// One constraint matrix in compressed-row form.
-#[derive(Clone, Debug, Default)]
-struct Matrix {
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Matrix {
     /// `row_end[i]` is one past row `i`'s last entry.
-    row_end: Vec<u32>,
-    entries: Vec<Entry>,
+    pub(crate) row_end: Vec<u32>,
+    pub(crate) entries: Vec<Entry>,
 }
 
 impl Matrix {
@@ -85,18 +85,18 @@ impl Matrix {
 
 /// A circuit's recorded R1CS: what [`synthesize_precompiled`] needs besides the
 /// witness. Made by [`synthesize_recording`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Precompiled {
-    inputs: usize,
-    aux: usize,
-    a: Matrix,
-    b: Matrix,
-    c: Matrix,
+    pub(crate) inputs: usize,
+    pub(crate) aux: usize,
+    pub(crate) a: Matrix,
+    pub(crate) b: Matrix,
+    pub(crate) c: Matrix,
     /// Distinct non-zero coefficients; slots [`ONE`], [`MINUS_ONE`], [`TWO`] first.
-    coeffs: Vec<Scalar>,
-    a_aux_density: Density,
-    b_input_density: Density,
-    b_aux_density: Density,
+    pub(crate) coeffs: Vec<Scalar>,
+    pub(crate) a_aux_density: Density,
+    pub(crate) b_input_density: Density,
+    pub(crate) b_aux_density: Density,
 }
 
 impl Precompiled {

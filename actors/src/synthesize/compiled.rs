@@ -10,8 +10,16 @@
 //! Its bytes are reserved from the host budget before recording (an estimate from
 //! the domain size, trimmed to the real size after); when the budget has no room,
 //! that key's partitions synthesize the plain way and try again 10 s later.
+//!
+//! With a directory set (`synthesize.recording_dir`, default the parameter cache),
+//! a finished recording is also saved there, named by its key's identity (a hash
+//! of the verifying key and the parameter sizes), and a new process loads it when
+//! it first sees the key, so its first partitions are pre-compiled too. A file
+//! that is damaged or belongs to other parameters is refused with a warning and
+//! recorded again (`cuzk_synth::Precompiled::read_from` checks it).
 
 use std::{
+    path::PathBuf,
     sync::{Arc, Mutex, Weak},
     time::{Duration, Instant},
 };
@@ -34,6 +42,8 @@ enum State {
 
 struct Slot {
     key: Weak<ProvingKey>,
+    /// The key's identity, naming its recording file.
+    id: [u8; 32],
     state: State,
 }
 
@@ -55,16 +65,99 @@ fn estimate(key: &ProvingKey) -> u64 {
     64 * key.domain_size() as u64
 }
 
+/// The identity of a parameter set: SHA-256 of its verifying key and sizes. A
+/// recording depends only on the circuit, which the parameters are generated for.
+fn key_id(key: &ProvingKey) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    let mut vk = Vec::new();
+    key.vk.write(&mut vk).expect("writing to a Vec");
+    h.update(&vk);
+    for n in [key.h.len(), key.l.len(), key.a.len(), key.b_g1.len(), key.b_g2.len()] {
+        h.update((n as u64).to_le_bytes());
+    }
+    h.finalize().into()
+}
+
 /// The recordings (see the module docs).
 pub struct CompiledCache {
     enabled: bool,
     budget: Arc<Ledger>,
     slots: Mutex<Vec<Slot>>,
+    /// Where recordings are saved and loaded; `None` = kept in memory only.
+    dir: Option<PathBuf>,
 }
 
 impl CompiledCache {
     pub fn new(enabled: bool, budget: Arc<Ledger>) -> Self {
-        CompiledCache { enabled, budget, slots: Mutex::new(Vec::new()) }
+        CompiledCache { enabled, budget, slots: Mutex::new(Vec::new()), dir: None }
+    }
+
+    /// Saves recordings in `dir` and loads them from it.
+    pub fn with_dir(mut self, dir: PathBuf) -> Self {
+        self.dir = Some(dir);
+        self
+    }
+
+    fn path(dir: &std::path::Path, id: &[u8; 32]) -> PathBuf {
+        let hex: String = id[..8].iter().map(|b| format!("{b:02x}")).collect();
+        dir.join(format!("cuzk-recording-{hex}.bin"))
+    }
+
+    /// The saved recording of `id`, charged to the budget; `None` (with a warning
+    /// when a file was there) when there is none, no room, or it is refused.
+    fn load(&self, id: &[u8; 32]) -> Option<State> {
+        let path = Self::path(self.dir.as_ref()?, id);
+        let len = std::fs::metadata(&path).ok()?.len();
+        let Some(r) = self.budget.try_reserve(len) else {
+            warn!(path = %path.display(), bytes = len, "no host-budget room to load the saved circuit recording");
+            return None;
+        };
+        let t = Instant::now();
+        match std::fs::File::open(&path).and_then(|f| Precompiled::read_from(f, id)) {
+            Ok(pre) => {
+                let mut r = r;
+                r.shrink_to((pre.heap_bytes() as u64).min(len));
+                info!(
+                    path = %path.display(),
+                    constraints = pre.constraints(),
+                    ms = t.elapsed().as_millis() as u64,
+                    "circuit recording loaded; partitions compute only their witness"
+                );
+                Some(State::Ready(Arc::new(pre), r))
+            }
+            Err(e) => {
+                warn!(path = %path.display(), error = %e, "saved circuit recording refused; recording again");
+                None
+            }
+        }
+    }
+
+    /// Saves `pre` for `id` in the background (to a temporary name, then renamed,
+    /// so a reader never sees half a file).
+    fn save(&self, id: [u8; 32], pre: Arc<Precompiled>) {
+        let Some(dir) = self.dir.clone() else { return };
+        let path = Self::path(&dir, &id);
+        if path.exists() {
+            return;
+        }
+        let spawned = std::thread::Builder::new().name("cuzk-save-recording".into()).spawn(move || {
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            let r = std::fs::create_dir_all(&dir)
+                .and_then(|_| std::fs::File::create(&tmp))
+                .and_then(|f| pre.write_to(f, &id))
+                .and_then(|_| std::fs::rename(&tmp, &path));
+            match r {
+                Ok(()) => info!(path = %path.display(), "circuit recording saved for later processes"),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    warn!(path = %path.display(), error = %e, "could not save the circuit recording");
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            warn!(error = %e, "could not start saving the circuit recording");
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
@@ -89,7 +182,12 @@ impl CompiledCache {
         let slot = match Self::find(&mut slots, key) {
             Some(s) => s,
             None => {
-                slots.push(Slot { key: Arc::downgrade(key), state: State::Backoff(Instant::now()) });
+                // First sight of this key: a saved recording, if there is one. Loaded
+                // under the lock, so that the other workers wait for it (a fraction
+                // of a second) rather than synthesize the plain way (seconds).
+                let id = key_id(key);
+                let state = self.load(&id).unwrap_or(State::Backoff(Instant::now()));
+                slots.push(Slot { key: Arc::downgrade(key), id, state });
                 slots.last_mut().expect("just pushed")
             }
         };
@@ -137,7 +235,9 @@ impl CompiledCache {
             nonzeros = pre.nonzeros(),
             "circuit structure recorded; later partitions compute only their witness"
         );
-        slot.state = State::Ready(Arc::new(pre), r);
+        let pre = Arc::new(pre);
+        self.save(slot.id, pre.clone());
+        slot.state = State::Ready(pre, r);
     }
 
     /// The claimed recording failed (the circuit's synthesis did): the next
@@ -184,7 +284,11 @@ mod tests {
     use rand::SeedableRng;
 
     fn key(spec: SyntheticSpec) -> Arc<ProvingKey> {
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
+        key_seeded(spec, 1)
+    }
+
+    fn key_seeded(spec: SyntheticSpec, seed: u64) -> Arc<ProvingKey> {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed);
         Arc::new(cuzk_srs::generate_random(SyntheticCircuit::new(spec, 0).unwrap(), &mut rng).unwrap())
     }
 
@@ -213,6 +317,42 @@ mod tests {
 
         let off = CompiledCache::new(false, ledger);
         assert!(matches!(off.plan(&key(spec)), Plan::Plain));
+    }
+
+    /// A recording saved by one cache (process) is loaded by the next one at the
+    /// first partition of the same key; a damaged file is refused and redone.
+    #[test]
+    fn saved_recordings_are_loaded_by_the_next_process() {
+        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let dir = std::env::temp_dir().join(format!("cuzk-recordings-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ledger = Ledger::new("host", 1 << 30);
+        let k = key(spec);
+        let first = CompiledCache::new(true, ledger.clone()).with_dir(dir.clone());
+        assert!(matches!(first.plan(&k), Plan::Record), "nothing saved yet");
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        first.recorded(&k, pre);
+        let path = CompiledCache::path(&dir, &key_id(&k));
+        let t = Instant::now();
+        while !path.exists() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(path.exists(), "saved in the background to {}", path.display());
+        drop(first);
+
+        let next = CompiledCache::new(true, ledger.clone()).with_dir(dir.clone());
+        assert!(matches!(next.plan(&k), Plan::Use(_)), "loaded: the first partition is pre-compiled");
+        assert!(next.bytes() > 0, "the loaded recording is charged");
+        let other = key_seeded(spec, 2);
+        assert!(matches!(next.plan(&other), Plan::Record), "other parameters do not use this file");
+
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let damaged = CompiledCache::new(true, ledger).with_dir(dir.clone());
+        assert!(matches!(damaged.plan(&k), Plan::Record), "a damaged file is refused and recorded again");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
