@@ -123,7 +123,7 @@ if [[ " $PHASES " == *" porep "* ]]; then
             L="$OUT/porep-cuzk-$SZ-$V.log"
             timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
                 --param-cache "$FP" --count "${POREP_COUNT:-20}" --seed 1 ${POREP_VERIFY---verify} > "$L" 2>&1
-            say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^cuzk|^stage busy|^ops|^wall|^verify' "$L" | tr '\n' ' ')"
+            say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^cuzk|^stage busy|^ops|^pinned|^wall|^verify' "$L" | tr '\n' ' ')"
         done
     done
 fi

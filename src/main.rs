@@ -576,6 +576,7 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
             }
         }
         let _ = submitter.join();
+        let pinned = engine.pinned();
         engine.shutdown();
         result?;
         println!(
@@ -595,6 +596,14 @@ fn cmd_prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode>
         let per: Vec<String> =
             ops.ops.iter().map(|(n, d)| format!("{n} {:.0} ms", d.as_secs_f64() * 1e3 / count as f64)).collect();
         println!("ops per proof: {}", per.join(", "));
+        if let Some(p) = pinned {
+            println!(
+                "pinned pool: {} a/b/c buffers lent to synthesis, {} requests refused, {} allocated",
+                p.lent,
+                p.fallbacks,
+                cuzk::bench::fmt_bytes(p.allocated)
+            );
+        }
     }
     done.sort();
     let wall = t.elapsed().as_secs_f64();
