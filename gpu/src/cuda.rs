@@ -108,7 +108,7 @@ mod imp {
 
     use super::*;
     use crate::{
-        cpu::check_counts,
+        cpu::{check_counts, check_split},
         ffi::{self, cuda},
         pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedPool, PinnedStats},
         Backend, DeviceStats, Evals, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars, StagedPartition,
@@ -441,6 +441,7 @@ mod imp {
                 };
             }
             check_counts(arrays.counts, p.domain_log2, srs)?;
+            check_split([&p.l_scalars, &p.a_scalars, &p.b_scalars])?;
             let (dev, mut st) = self.acquire();
             let device = &self.devices[dev];
             let c = &device.counters;

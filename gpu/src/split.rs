@@ -121,6 +121,15 @@ impl SplitScalars {
         Some(s)
     }
 
+    /// Whether the lists describe `len` scalars: every index below `len`, one value
+    /// per rest index. `from_values` always makes such lists; backends check lists
+    /// from elsewhere before any index reaches device memory.
+    pub fn is_valid(&self) -> bool {
+        self.rest.len() == self.rest_idx.len()
+            && self.len <= u32::MAX as usize + 1
+            && self.ones.iter().chain(&self.rest_idx).all(|&i| (i as usize) < self.len)
+    }
+
     /// Every scalar, canonical.
     pub fn to_dense(&self) -> Vec<ScalarBytes> {
         let mut v = vec![[0u8; 32]; self.len];
@@ -150,6 +159,10 @@ mod tests {
         assert_eq!((s.rest_idx.clone(), s.rest.clone()), (vec![5], vec![r.to_bytes_le()]));
         let want: Vec<ScalarBytes> = v.iter().map(|x| x.to_bytes_le()).collect();
         assert_eq!(s.to_dense(), want, "the lists rebuild every scalar");
+        assert!(s.is_valid());
+        let mut bad = s.clone();
+        bad.ones.push(64);
+        assert!(!bad.is_valid(), "an index past the points");
         assert_eq!(MsmScalars::Split(s).dense().into_owned(), want);
         // Mostly random: not worth it.
         let v: Vec<Scalar> = (0..64u64).map(|i| Scalar::from(i + 2)).collect();

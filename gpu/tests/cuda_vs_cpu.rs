@@ -260,3 +260,31 @@ fn out_of_memory_is_retried_once() {
     assert_eq!(got.l.to_affine(), want.l.to_affine(), "L after a failed partition");
     assert_eq!(gpu.device_stats()[0].resident_sets, 1);
 }
+
+/// Split lists that index past their points are refused with a named error, on the
+/// CPU backend and (when there is a GPU) before anything reaches the device.
+#[test]
+fn invalid_split_lists_are_refused() {
+    let m = 1usize << 8;
+    let srs = fake_srs(m, 10, 10, 10);
+    let split = |ones: Vec<u32>| MsmScalars::Split(SplitScalars { len: 10, ones, ..Default::default() });
+    let host = HostPartition {
+        abc: Evals::heap(scalars(m, 1), scalars(m, 2), scalars(m, 3)),
+        domain_log2: 8,
+        l_scalars: split(vec![1, 10]),
+        a_scalars: split(vec![2]),
+        b_scalars: split(vec![3]),
+    };
+    let mut backends: Vec<Box<dyn Backend>> = vec![Box::new(CpuBackend)];
+    if let Ok(gpu) = CudaBackend::new(CudaOptions::default()) {
+        backends.push(Box::new(gpu));
+    }
+    for be in backends {
+        let err = be.execute(be.stage(host.clone()).unwrap(), &srs, true).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::Shape { .. }) && err.to_string().contains("L scalars"),
+            "{}: {err}",
+            be.name()
+        );
+    }
+}

@@ -72,7 +72,27 @@ impl Backend for CpuBackend {
 pub fn check_shapes(p: &HostPartition, srs: &ProvingKey) -> Result<(), GpuError> {
     let [a, b, c] = p.abc.abc();
     let counts = [a.len(), b.len(), c.len(), p.l_scalars.len(), p.a_scalars.len(), p.b_scalars.len()];
-    check_counts(counts, p.domain_log2, srs)
+    check_counts(counts, p.domain_log2, srs)?;
+    check_split([&p.l_scalars, &p.a_scalars, &p.b_scalars])
+}
+
+/// Split scalar lists that index outside their vector (not made by
+/// `SplitScalars::from_values`) are refused before any index is used.
+///
+/// # Errors
+/// [`GpuError::Shape`] naming the vector.
+pub(crate) fn check_split(scalars: [&crate::MsmScalars; 3]) -> Result<(), GpuError> {
+    for (what, s) in ["L", "A", "B"].into_iter().zip(scalars) {
+        if let Some(sp) = s.as_split() {
+            if !sp.is_valid() {
+                return Err(GpuError::Shape {
+                    op: "execute",
+                    detail: format!("{what} scalars: split lists index outside their {} scalars", sp.len),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// [`check_shapes`] from the element counts of a, b, c and the L, A, B scalars.
