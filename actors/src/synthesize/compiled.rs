@@ -134,13 +134,12 @@ impl CompiledCache {
     }
 
     /// Saves `pre` for `id` in the background (to a temporary name, then renamed,
-    /// so a reader never sees half a file).
+    /// so a reader never sees half a file). Only called after recording, which
+    /// happens only when no valid file was loaded: a refused (damaged) file is
+    /// replaced.
     fn save(&self, id: [u8; 32], pre: Arc<Precompiled>) {
         let Some(dir) = self.dir.clone() else { return };
         let path = Self::path(&dir, &id);
-        if path.exists() {
-            return;
-        }
         let spawned = std::thread::Builder::new().name("cuzk-save-recording".into()).spawn(move || {
             let tmp = path.with_extension(format!("tmp{}", std::process::id()));
             let r = std::fs::create_dir_all(&dir)
@@ -350,8 +349,20 @@ mod tests {
         let mid = bytes.len() / 2;
         bytes[mid] ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        let damaged = CompiledCache::new(true, ledger).with_dir(dir.clone());
+        let damaged = CompiledCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(damaged.plan(&k), Plan::Record), "a damaged file is refused and recorded again");
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 3).unwrap()).unwrap();
+        damaged.recorded(&k, pre);
+        // The new recording replaces the damaged file.
+        let id = key_id(&k);
+        let valid = || std::fs::File::open(&path).and_then(|f| Precompiled::read_from(f, &id)).is_ok();
+        let t = Instant::now();
+        while !valid() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(valid(), "the damaged file was replaced");
+        let after = CompiledCache::new(true, ledger).with_dir(dir.clone());
+        assert!(matches!(after.plan(&k), Plan::Use(_)));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
