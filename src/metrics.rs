@@ -199,7 +199,12 @@ pub fn render(snap: &EngineSnapshot) -> String {
             ("cuzk_pinned_allocated_bytes", "gauge", "Pinned memory allocated (in use or idle).", p.allocated),
             ("cuzk_pinned_used_bytes", "gauge", "Pinned memory held by partitions (lent or staged).", p.in_use),
             ("cuzk_pinned_lent_total", "counter", "a/b/c buffers lent to synthesis.", p.lent),
-            ("cuzk_pinned_fallbacks_total", "counter", "Pool requests refused at its bound.", p.fallbacks),
+            (
+                "cuzk_pinned_fallbacks_total",
+                "counter",
+                "Pool requests not served: staged from pageable memory, or no idle buffer for synthesis.",
+                p.fallbacks,
+            ),
         ];
         for (name, kind, help, v) in pinned {
             family(&mut o, name, kind, help);

@@ -30,8 +30,8 @@ pub struct PinnedStats {
     pub in_use: u64,
     /// Buffers lent to synthesis for a, b, c.
     pub lent: u64,
-    /// Requests the pool could not serve within its bound (a partition staged from
-    /// pageable memory, or synthesized into heap memory).
+    /// Requests the pool did not serve: a partition staged from pageable memory
+    /// (the pool at its bound), or synthesis finding no idle buffer.
     pub fallbacks: u64,
 }
 
