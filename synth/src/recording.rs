@@ -45,8 +45,9 @@ impl<W: Write> Hashing<W> {
     fn u64(&mut self, v: u64) -> io::Result<()> {
         self.put(&v.to_le_bytes())
     }
-    fn u32s(&mut self, v: impl ExactSizeIterator<Item = u32>) -> io::Result<()> {
-        self.u64(v.len() as u64)?;
+    /// `n` values, streamed: no copy of a whole matrix (GBs for large circuits).
+    fn u32s(&mut self, n: usize, v: impl Iterator<Item = u32>) -> io::Result<()> {
+        self.u64(n as u64)?;
         let mut buf = Vec::with_capacity(1 << 16);
         for x in v {
             buf.extend_from_slice(&x.to_le_bytes());
@@ -72,8 +73,8 @@ impl Precompiled {
         o.u64(self.inputs as u64)?;
         o.u64(self.aux as u64)?;
         for m in [&self.a, &self.b, &self.c] {
-            o.u32s(m.row_end.iter().copied())?;
-            o.u32s(m.entries.iter().flat_map(|e| [e.var, e.coeff]).collect::<Vec<_>>().into_iter())?;
+            o.u32s(m.row_end.len(), m.row_end.iter().copied())?;
+            o.u32s(2 * m.entries.len(), m.entries.iter().flat_map(|e| [e.var, e.coeff]))?;
         }
         o.u64(self.coeffs.len() as u64)?;
         for c in &self.coeffs {
@@ -81,7 +82,7 @@ impl Precompiled {
         }
         for d in [&self.a_aux_density, &self.b_input_density, &self.b_aux_density] {
             o.u64(d.len() as u64)?;
-            o.u32s(d.words().iter().flat_map(|w| [*w as u32, (*w >> 32) as u32]).collect::<Vec<_>>().into_iter())?;
+            o.u32s(2 * d.words().len(), d.words().iter().flat_map(|w| [*w as u32, (*w >> 32) as u32]))?;
         }
         let digest = o.h.finalize();
         o.w.write_all(&digest)?;
