@@ -58,6 +58,11 @@ if [ -x "$pb" ]; then
     strip -o "$out/porep-baseline" "$pb"
     gzip -9 "$out/porep-baseline"
 fi
+# PREV_CUZK=<an earlier cuzk binary>: shipped gzipped as cuzk-prev.gz for gpu-run.sh's
+# "prev" variant (a before/after comparison in one run).
+if [ -n "${PREV_CUZK:-}" ]; then
+    strip -o /tmp/cuzk-prev-stripped "$PREV_CUZK" && gzip -9 -c /tmp/cuzk-prev-stripped > "$out/cuzk-prev.gz"
+fi
 cp scripts/gpu-run.sh "$out/"
 for f in "$out"/*; do
     case $f in *.gz|*.sh) ;; *) strip "$f" 2>/dev/null || true ;; esac

@@ -117,11 +117,22 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 warm) extra="" ;;
                 prep4) extra='[prepare_msm]\nworkers = 4\n[stage_pcie]\nworkers = 2\n' ;;
                 all2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n[prove_gpu]\nworkers_per_device = 2\n' ;;
+                # The previous session's binary (cuzk-prev.gz beside this script, if
+                # shipped) with its default config: a before/after in the same run.
+                prev) extra="" ;;
                 *) say "unknown variant $V"; continue ;;
             esac
             printf "[backend]\nkind = \"gpu\"\n$extra" > "$CFG"
             L="$OUT/porep-cuzk-$SZ-$V.log"
-            timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
+            # A variant listed twice (to see the noise) keeps both logs.
+            [ -f "$L" ] && L="$OUT/porep-cuzk-$SZ-$V-2.log"
+            BIN="$D/cuzk"
+            if [ "$V" = prev ]; then
+                [ -f "$D/cuzk-prev.gz" ] || { say "variant prev: no cuzk-prev.gz in $D"; continue; }
+                [ -x /tmp/cuzk-prev ] || { gzip -dc "$D/cuzk-prev.gz" > /tmp/cuzk-prev && chmod +x /tmp/cuzk-prev; }
+                BIN=/tmp/cuzk-prev
+            fi
+            timeout "${BENCH_TIMEOUT:-300}" "$BIN" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
                 --param-cache "$FP" --count "${POREP_COUNT:-20}" --seed 1 ${POREP_VERIFY---verify} > "$L" 2>&1
             say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^cuzk|^stage busy|^ops|^pinned|^wall|^verify' "$L" | tr '\n' ' ')"
         done

@@ -20,6 +20,13 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
+/// mimalloc instead of glibc's malloc (Cargo feature `mimalloc`, default): the 16
+/// synthesis threads of a PoRep stream spend their time in bellperson gadgets that
+/// allocate and free small vectors by the million (docs/benchmarks.md, session 7).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "cuzk", version, about = "Pipelined Groth16 proving engine for Filecoin")]
 struct Cli {

@@ -91,6 +91,12 @@ pub trait Backend: Send + Sync + 'static {
     /// failures otherwise.
     fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError>;
 
+    /// Makes `srs` ready for [`Backend::execute`] ahead of its first partition (CUDA:
+    /// uploads it to every idle device where it fits), so that the upload overlaps
+    /// synthesis instead of delaying the first proof. Blocks while it works; callers
+    /// run it on a thread of their own. The default does nothing.
+    fn prefetch(&self, _srs: &ProvingKey) {}
+
     /// Lends synthesis buffers for a, b, c where this backend reads them from (the
     /// CUDA backend: its pinned staging pool), so that staging copies nothing of
     /// them. `None`: synthesis keeps them on the heap.

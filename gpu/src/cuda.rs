@@ -179,6 +179,17 @@ mod imp {
         pinned: Arc<PinnedPool>,
         /// Test hook: executions still to fail as out of memory.
         inject_oom: AtomicU32,
+        /// The start-up warm-up of every device, joined on drop (it must not
+        /// outlive the backend's devices).
+        warmup: Mutex<Option<std::thread::JoinHandle<()>>>,
+    }
+
+    impl Drop for CudaBackend {
+        fn drop(&mut self) {
+            if let Some(h) = self.warmup.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = h.join();
+            }
+        }
     }
 
     /// Pointers and counts of a, b, c and the three scalar vectors of a staged
@@ -258,7 +269,29 @@ mod imp {
                 });
             }
             let pinned = PinnedPool::new(opts.pinned_memory, devices.first().map_or(0, |d| d.info.index));
-            Ok(CudaBackend { devices, next: AtomicUsize::new(0), opts, pinned, inject_oom: AtomicU32::new(0) })
+            // Kernel loading and NTT tables cost ~0.25 s per device on first use: paid
+            // here, in the background, while the first partitions synthesize.
+            let indices: Vec<usize> = devices.iter().map(|d| d.info.index).collect();
+            let warmup = std::thread::Builder::new()
+                .name("cuzk-gpu-warmup".into())
+                .spawn(move || {
+                    for dev in indices {
+                        let t = Instant::now();
+                        match cuda::warmup(dev) {
+                            Ok(()) => info!(device = dev, ms = t.elapsed().as_millis() as u64, "gpu warmed up"),
+                            Err((code, msg)) => warn!(device = dev, code, error = %msg, "gpu warm-up failed"),
+                        }
+                    }
+                })
+                .ok();
+            Ok(CudaBackend {
+                devices,
+                next: AtomicUsize::new(0),
+                opts,
+                pinned,
+                inject_oom: AtomicU32::new(0),
+                warmup: Mutex::new(warmup),
+            })
         }
 
         /// Devices in use.
@@ -292,7 +325,13 @@ mod imp {
 
         /// Makes `srs` resident on the device if it fits (evicting the least
         /// recently used sets if needed); returns its index in `st.resident`.
+        /// A prefetch evicts nothing and leaves room for the workspace of `srs`'s
+        /// domain, so that it never costs a running job its resident set.
         fn ensure_resident(&self, dev: usize, st: &mut DeviceState, srs: &ProvingKey) -> Option<usize> {
+            self.make_resident(dev, st, srs, false)
+        }
+
+        fn make_resident(&self, dev: usize, st: &mut DeviceState, srs: &ProvingKey, prefetch: bool) -> Option<usize> {
             st.resident.retain(|r| r.key.strong_count() > 0);
             let key = Arc::downgrade(&srs.h);
             if let Some(i) = st.resident.iter().position(|r| r.key.ptr_eq(&key)) {
@@ -305,12 +344,19 @@ mod imp {
             let need = Self::resident_bytes(srs);
             let device = &self.devices[dev];
             let d = &device.info;
+            let lg = srs.domain_size().trailing_zeros();
+            let ws_to_come = if prefetch && st.ws.as_ref().is_none_or(|w| w.lg < lg) { ws_bytes(lg) } else { 0 };
             loop {
                 // Within this device's budget, and within what the driver says is
                 // free now (other processes share the device).
                 let free = cuda::info(d.index).map(|i| i.free_mem as u64).unwrap_or(0);
-                if st.reserved() + need <= device.budget && free >= need + self.opts.vram_margin {
+                if st.reserved() + need + ws_to_come <= device.budget
+                    && free >= need + ws_to_come + self.opts.vram_margin
+                {
                     break;
+                }
+                if prefetch {
+                    return None;
                 }
                 // Evict the least recently used set, if any, and look again.
                 let Some(lru) = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map(|(i, _)| i) else {
@@ -410,6 +456,14 @@ mod imp {
             Ok(StagedPartition { backend: self.name(), host, pinned })
         }
 
+        fn prefetch(&self, srs: &ProvingKey) {
+            for (dev, device) in self.devices.iter().enumerate() {
+                // A busy device makes the set resident with its next partition anyway.
+                let Ok(mut st) = device.state.try_lock() else { continue };
+                self.make_resident(dev, &mut st, srs, true);
+            }
+        }
+
         fn eval_alloc(&self) -> Option<Arc<dyn cuzk_synth::EvalAlloc>> {
             (self.opts.pinned_memory > 0)
                 .then(|| Arc::new(PinnedEvalAlloc(self.pinned.clone())) as Arc<dyn cuzk_synth::EvalAlloc>)
@@ -457,6 +511,8 @@ mod imp {
                     let freed = st.reserved();
                     st.resident.clear();
                     st.ws = None;
+                    // And what the driver's pool keeps of earlier MSMs' temporaries.
+                    let _ = cuda::trim(device.info.index);
                     device.publish(&st);
                     warn!(device = dev, op, code, error = %msg, freed, "out of device memory; freed cached memory, retrying once");
                     match self.run(dev, &mut st, &arrays, srs, with_b_g2, false) {

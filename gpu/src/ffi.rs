@@ -143,6 +143,8 @@ pub(crate) mod cuda {
         pub fn cuzk_execute(ws: *mut Ws, srs: *const Srs, inputs: *const Inputs, out: *mut Outputs) -> sppark::Error;
         pub fn cuzk_host_alloc(dev: usize, bytes: usize, out: *mut *mut u8) -> sppark::Error;
         pub fn cuzk_host_free(p: *mut u8);
+        pub fn cuzk_warmup(dev: usize) -> sppark::Error;
+        pub fn cuzk_device_trim(dev: usize) -> sppark::Error;
     }
 
     pub fn check(e: sppark::Error) -> Result<(), (i32, String)> {
@@ -161,6 +163,19 @@ pub(crate) mod cuda {
     pub fn probe() -> Result<(), (i32, String)> {
         // SAFETY: as above.
         check(unsafe { cuzk_gpu_probe() })
+    }
+
+    /// Pays the device's one-time costs (kernel loading, NTT tables) now.
+    pub fn warmup(dev: usize) -> Result<(), (i32, String)> {
+        // SAFETY: no pointers; `dev` is below `count()` (callers pass the devices
+        // `CudaBackend::new` validated).
+        check(unsafe { cuzk_warmup(dev) })
+    }
+
+    /// Returns the memory the device's stream-ordered pool keeps to the driver.
+    pub fn trim(dev: usize) -> Result<(), (i32, String)> {
+        // SAFETY: as for `warmup`.
+        check(unsafe { cuzk_device_trim(dev) })
     }
 
     pub fn info(id: usize) -> Result<GpuInfo, (i32, String)> {

@@ -288,3 +288,50 @@ fn invalid_split_lists_are_refused() {
         );
     }
 }
+
+/// A prefetch makes a parameter set resident before its first partition, which then
+/// uses it (same results as the CPU backend); a second set joins it (room permitting)
+/// instead of replacing it, and prefetching a resident set again changes nothing.
+#[test]
+fn prefetch_makes_parameters_resident() {
+    if !COMPILED {
+        eprintln!("skipping: built without CUDA");
+        return;
+    }
+    let gpu = match CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() }) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+    };
+    let lg = 10;
+    let m = 1usize << lg;
+    let (srs1, srs2) = (fake_srs(m, m / 2, m / 3, m / 4), fake_srs(m, m / 2, m / 3, m / 4));
+    gpu.prefetch(&srs1);
+    let s = gpu.device_stats()[0].clone();
+    assert_eq!(s.resident_sets, 1, "{s:?}");
+    let before = s.vram_reserved;
+    assert!(before > 0, "{s:?}");
+
+    let host = HostPartition {
+        abc: Evals::heap(scalars(m, 1), scalars(m, 2), scalars(m, 3)),
+        domain_log2: lg,
+        l_scalars: dense(&scalars(m / 2, 4)),
+        a_scalars: dense(&scalars(m / 3, 5)),
+        b_scalars: dense(&scalars(m / 4, 6)),
+    };
+    let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs1, true).unwrap();
+    let got = gpu.execute(gpu.stage(host).unwrap(), &srs1, true).unwrap();
+    assert_eq!(got.h.to_affine(), want.h.to_affine(), "H");
+    assert_eq!(got.l.to_affine(), want.l.to_affine(), "L");
+    assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2");
+    let s = gpu.device_stats()[0].clone();
+    assert_eq!(s.resident_sets, 1, "the partition used the prefetched set: {s:?}");
+    assert!(s.vram_reserved > before, "the workspace came on top: {s:?}");
+
+    gpu.prefetch(&srs2);
+    assert_eq!(gpu.device_stats()[0].resident_sets, 2);
+    gpu.prefetch(&srs1);
+    assert_eq!(gpu.device_stats()[0].resident_sets, 2, "already resident");
+}

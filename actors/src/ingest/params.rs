@@ -43,6 +43,8 @@ pub struct ParamCache {
     /// Run after parameters are evicted: what other caches keyed by them (the
     /// recorded circuits) hold for the evicted set is freed at once, not lazily.
     on_evict: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Run after a set is loaded (the backend prefetches it to its devices).
+    on_load: std::sync::OnceLock<Box<dyn Fn(&Arc<ProvingKey>) + Send + Sync>>,
 }
 
 impl ParamCache {
@@ -56,7 +58,14 @@ impl ParamCache {
             ipp: Mutex::new(None),
             loading: Mutex::new(()),
             on_evict: std::sync::OnceLock::new(),
+            on_load: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets the hook run after each load (once; later calls are ignored). It runs on
+    /// the loading thread, before the caller gets the key: keep it short.
+    pub fn set_on_load(&self, f: impl Fn(&Arc<ProvingKey>) + Send + Sync + 'static) {
+        let _ = self.on_load.set(Box::new(f));
     }
 
     /// Sets the hook run after evictions (once; later calls are ignored).
@@ -237,6 +246,9 @@ impl ParamCache {
         let resident =
             Resident { proof, key: key.clone(), bytes, last_used: Instant::now(), _reservation: reservation };
         self.lock().insert(path, resident);
+        if let Some(f) = self.on_load.get() {
+            f(&key);
+        }
         Ok(key)
     }
 }
