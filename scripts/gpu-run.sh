@@ -96,8 +96,10 @@ if [[ " $PHASES " == *" porep "* ]]; then
     # synthesis), "s5" (session 5's default: no split, no lending, no saved
     # recording), "cold" (default, but no saved recording is loaded or saved),
     # "warm" (default; named for the run after one that saved the recording),
-    # "prep4" (4 PrepareMsm and 2 StagePcie workers). The default saves the circuit
-    # recording in the parameter cache, so every later variant starts warm.
+    # "prep4" (4 PrepareMsm and 2 StagePcie workers), "prev" (an earlier binary,
+    # cuzk-prev.gz, default config). The default saves the circuit recording in the
+    # parameter cache, so every later variant starts warm; a variant listed twice
+    # runs twice.
     for SZ in ${POREP_SIZES:-2KiB}; do
         porep_inputs "$SZ"
         for V in ${POREP_VARIANTS:-default}; do
@@ -167,8 +169,14 @@ if [[ " $PHASES " == *" multi "* ]]; then
         for devs in "[0]" "[]"; do
             C="$OUT/multi-$K-${#devs}.toml"
             printf '[backend]\nkind = "gpu"\ndevices = %s\n[prepare_msm]\nworkers = 4\nqueue_capacity = 4\n' "$devs" > "$C"
+            # NVML's utilization (share of time a kernel ran), sampled every 250 ms
+            # through the stream: the GPU-busy figure, next to the op timings.
+            nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv,noheader -lms 250 \
+                > "$OUT/multi-$K-devices$devs-nvml.csv" 2>/dev/null &
+            SMI=$!
             timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$C" --log2 "$K" --count "$N" --params "$P" --seed 1 \
                 > "$OUT/multi-$K-devices$devs.log" 2>&1
+            kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
             say "devices=$devs 2^$K x$N: $(grep -E '^cuzk' "$OUT/multi-$K-devices$devs.log")"
             grep -E "^bottleneck" "$OUT/multi-$K-devices$devs.log" | tee -a "$summary"
         done
