@@ -8,7 +8,8 @@
 #   POREP_COUNT proofs, verify_seal unless POREP_VERIFY="", config variants
 #   POREP_VARIANTS="default plain"), "porepbase" (the filecoin-proofs/supraseal-c2 C2
 #   baseline on the same sizes and C1, once per thread count in POREP_THREADS="1 4"), and
-#   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices)
+#   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices;
+#   MULTI_CONFIGS="0:1 all:1" as devices:stage_pcie-workers entries)
 #   "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
 #   and "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
 set -uo pipefail
@@ -162,23 +163,28 @@ if [[ " $PHASES " == *" porepbase "* ]]; then
 fi
 
 if [[ " $PHASES " == *" multi "* ]]; then
+    # MULTI_CONFIGS: "devices:stage_pcie_workers" entries; devices "0" (device 0
+    # only) or "all". Log and NVML file names carry the entry.
     for pair in ${MULTI:-22:30}; do
         IFS=: read -r K N <<< "$pair"
         P=/tmp/cuzk-params/syn-$K-1.0-1.0.params
         [ -f "$P" ] || "$D/cuzk" srs gen --synthetic "$K" --seed 7 --out "$P" > "$OUT/gen-$K.log" 2>&1
-        for devs in "[0]" "[]"; do
-            C="$OUT/multi-$K-${#devs}.toml"
-            printf '[backend]\nkind = "gpu"\ndevices = %s\n[prepare_msm]\nworkers = 4\nqueue_capacity = 4\n' "$devs" > "$C"
+        for mc in ${MULTI_CONFIGS:-0:1 all:1}; do
+            IFS=: read -r dv pw <<< "$mc"
+            devs="[]"; [ "$dv" = 0 ] && devs="[0]"
+            tag="$K-dev$dv-pcie$pw"
+            C="$OUT/multi-$tag.toml"
+            printf '[backend]\nkind = "gpu"\ndevices = %s\n[prepare_msm]\nworkers = 4\nqueue_capacity = 4\n[stage_pcie]\nworkers = %s\n' "$devs" "$pw" > "$C"
             # NVML's utilization (share of time a kernel ran), sampled every 250 ms
             # through the stream: the GPU-busy figure, next to the op timings.
             nvidia-smi --query-gpu=timestamp,index,utilization.gpu --format=csv,noheader -lms 250 \
-                > "$OUT/multi-$K-devices$devs-nvml.csv" 2>/dev/null &
+                > "$OUT/multi-$tag-nvml.csv" 2>/dev/null &
             SMI=$!
             timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$C" --log2 "$K" --count "$N" --params "$P" --seed 1 \
-                > "$OUT/multi-$K-devices$devs.log" 2>&1
+                > "$OUT/multi-$tag.log" 2>&1
             kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
-            say "devices=$devs 2^$K x$N: $(grep -E '^cuzk' "$OUT/multi-$K-devices$devs.log")"
-            grep -E "^bottleneck" "$OUT/multi-$K-devices$devs.log" | tee -a "$summary"
+            say "devices=$devs stage_pcie=$pw 2^$K x$N: $(grep -E '^cuzk' "$OUT/multi-$tag.log")"
+            grep -E "^bottleneck" "$OUT/multi-$tag.log" | tee -a "$summary"
         done
     done
 fi
