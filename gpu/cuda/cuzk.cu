@@ -158,7 +158,7 @@ extern "C" void cuzk_srs_free(cuzk_srs* s)
     }
 }
 
-// sppark allocates each MSM's temporaries (digits, sort buffers: ~400 MB for a
+// sppark allocates each MSM's temporaries (digits, sort buffers: ~100 MB for a
 // 2^22 H) from the device's default stream-ordered pool, whose release threshold is
 // 0: the memory goes back to the driver at every synchronize and is mapped again by
 // the next MSM. Keeping it in the pool makes that a free-list hit. The pool then
