@@ -206,32 +206,41 @@ fn cuda_matches_cpu() {
     assert_eq!(pageable.pinned_stats().unwrap().allocated, 0);
 }
 
-/// An out-of-memory failure frees the device's cached memory and retries once: one
-/// failure is absorbed (same result), two fail the partition with a clear error, and
-/// the device works afterwards. Counted in `device_stats`.
-#[test]
-fn out_of_memory_is_retried_once() {
+/// The CUDA backend on device 0, or `None` (with the reason printed: the test then
+/// passes as skipped) without a CUDA build or a GPU.
+fn device0() -> Option<CudaBackend> {
     if !COMPILED {
         eprintln!("skipping: built without CUDA");
-        return;
+        return None;
     }
-    let gpu = match CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() }) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            return;
-        }
-    };
-    let lg = 12;
+    CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() })
+        .map_err(|e| eprintln!("skipping: {e}"))
+        .ok()
+}
+
+/// A partition of domain 2^lg with random a, b, c and dense scalars for
+/// `fake_srs(m, m / 2, m / 3, m / 4)`.
+fn random_partition(lg: u32) -> HostPartition {
     let m = 1usize << lg;
-    let srs = fake_srs(m, m / 2, m / 3, m / 4);
-    let host = HostPartition {
+    HostPartition {
         abc: Evals::heap(scalars(m, 1), scalars(m, 2), scalars(m, 3)),
         domain_log2: lg,
         l_scalars: dense(&scalars(m / 2, 4)),
         a_scalars: dense(&scalars(m / 3, 5)),
         b_scalars: dense(&scalars(m / 4, 6)),
-    };
+    }
+}
+
+/// An out-of-memory failure frees the device's cached memory and retries once: one
+/// failure is absorbed (same result), two fail the partition with a clear error, and
+/// the device works afterwards. Counted in `device_stats`.
+#[test]
+fn out_of_memory_is_retried_once() {
+    let Some(gpu) = device0() else { return };
+    let lg = 12;
+    let m = 1usize << lg;
+    let srs = fake_srs(m, m / 2, m / 3, m / 4);
+    let host = random_partition(lg);
     let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
     // Warm: workspace and resident parameters reserved from the VRAM budget.
     gpu.execute(gpu.stage(host.clone()).unwrap(), &srs, true).unwrap();
@@ -294,17 +303,7 @@ fn invalid_split_lists_are_refused() {
 /// instead of replacing it, and prefetching a resident set again changes nothing.
 #[test]
 fn prefetch_makes_parameters_resident() {
-    if !COMPILED {
-        eprintln!("skipping: built without CUDA");
-        return;
-    }
-    let gpu = match CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() }) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            return;
-        }
-    };
+    let Some(gpu) = device0() else { return };
     let lg = 10;
     let m = 1usize << lg;
     let (srs1, srs2) = (fake_srs(m, m / 2, m / 3, m / 4), fake_srs(m, m / 2, m / 3, m / 4));
@@ -314,13 +313,7 @@ fn prefetch_makes_parameters_resident() {
     let before = s.vram_reserved;
     assert!(before > 0, "{s:?}");
 
-    let host = HostPartition {
-        abc: Evals::heap(scalars(m, 1), scalars(m, 2), scalars(m, 3)),
-        domain_log2: lg,
-        l_scalars: dense(&scalars(m / 2, 4)),
-        a_scalars: dense(&scalars(m / 3, 5)),
-        b_scalars: dense(&scalars(m / 4, 6)),
-    };
+    let host = random_partition(lg);
     let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs1, true).unwrap();
     let got = gpu.execute(gpu.stage(host).unwrap(), &srs1, true).unwrap();
     assert_eq!(got.h.to_affine(), want.h.to_affine(), "H");
