@@ -269,8 +269,8 @@ mod imp {
                 });
             }
             let pinned = PinnedPool::new(opts.pinned_memory, devices.first().map_or(0, |d| d.info.index));
-            // Kernel loading and NTT tables cost ~0.25 s per device on first use: paid
-            // here, in the background, while the first partitions synthesize.
+            // Kernel loading and NTT tables cost the first partition ~0.25 s per device
+            // (run 15 trace): paid here, in the background, while it synthesizes.
             let indices: Vec<usize> = devices.iter().map(|d| d.info.index).collect();
             let warmup = std::thread::Builder::new()
                 .name("cuzk-gpu-warmup".into())
@@ -325,12 +325,13 @@ mod imp {
 
         /// Makes `srs` resident on the device if it fits (evicting the least
         /// recently used sets if needed); returns its index in `st.resident`.
-        /// A prefetch evicts nothing and leaves room for the workspace of `srs`'s
-        /// domain, so that it never costs a running job its resident set.
         fn ensure_resident(&self, dev: usize, st: &mut DeviceState, srs: &ProvingKey) -> Option<usize> {
             self.make_resident(dev, st, srs, false)
         }
 
+        /// `ensure_resident`, or with `prefetch` the same without evicting: it also
+        /// leaves room for the workspace of `srs`'s domain, so that a prefetch never
+        /// costs a running job its resident set or the next partition its workspace.
         fn make_resident(&self, dev: usize, st: &mut DeviceState, srs: &ProvingKey, prefetch: bool) -> Option<usize> {
             st.resident.retain(|r| r.key.strong_count() > 0);
             let key = Arc::downgrade(&srs.h);
