@@ -44,8 +44,11 @@ pub struct ParamCache {
     /// recorded circuits) hold for the evicted set is freed at once, not lazily.
     on_evict: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// Run after a set is loaded (the backend prefetches it to its devices).
-    on_load: std::sync::OnceLock<Box<dyn Fn(&Arc<ProvingKey>) + Send + Sync>>,
+    on_load: std::sync::OnceLock<LoadHook>,
 }
+
+/// What [`ParamCache::set_on_load`] keeps.
+type LoadHook = Box<dyn Fn(&Arc<ProvingKey>) + Send + Sync>;
 
 impl ParamCache {
     /// A cache reading from `dir`, charging `budget` for what it keeps.
