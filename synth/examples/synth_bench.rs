@@ -3,7 +3,9 @@
 //!
 //! `cargo run --release -p cuzk-synth --example synth_bench -- <c1.json> [repeats]`
 //! (`ONLY_PRECOMPILED=1`: time only the pre-compiled path, for a profiler;
-//! `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits).
+//! `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
+//! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
+//! contention of a stream).
 
 use std::time::Instant;
 
@@ -38,6 +40,20 @@ fn main() {
         let ad = recorded.a_aux_density.count();
         let bd = recorded.b_aux_density.count();
         println!("a density {ad} b density {bd}");
+        return;
+    }
+    if let Some(t) = std::env::var("THREADS").ok().and_then(|t| t.parse::<usize>().ok()) {
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..t {
+                s.spawn(|| {
+                    for _ in 0..repeats {
+                        parts().remove(0).synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+                    }
+                });
+            }
+        });
+        println!("{t} threads x {repeats} pre-compiled: {:.3} s", start.elapsed().as_secs_f64());
         return;
     }
     if std::env::var_os("ONLY_PRECOMPILED").is_some() {

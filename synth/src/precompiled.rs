@@ -59,103 +59,28 @@ impl Matrix {
     }
 
     /// Rows `rows` times the witness, written into `out` (one value per row).
-    /// `kinds` classifies every witness value ([`Kinds`]): zeros are skipped, and
-    /// ones with a coefficient of 1, -1 or 2 are counted as an integer (added once
-    /// per row through `small`), so that the 32-byte values are read only for the
-    /// few witness values that are neither (PoRep: ~2%).
-    fn eval_rows(&self, rows: std::ops::Range<usize>, coeffs: &[Scalar], w: WitnessView<'_>, out: &mut [Scalar]) {
+    fn eval_rows(&self, rows: std::ops::Range<usize>, coeffs: &[Scalar], w: [&[Scalar]; 2], out: &mut [Scalar]) {
         let mut start = if rows.start == 0 { 0 } else { self.row_end[rows.start - 1] as usize };
         for (row, o) in rows.zip(out.iter_mut()) {
             let end = self.row_end[row] as usize;
             let mut acc = Scalar::ZERO;
-            let mut ones = 0i64;
             for e in &self.entries[start..end] {
-                let (side, i) = ((e.var & 1) as usize, (e.var >> 1) as usize);
-                match w.kinds[side][i] {
-                    KIND_ZERO => {}
-                    KIND_ONE => match e.coeff {
-                        ONE => ones += 1,
-                        MINUS_ONE => ones -= 1,
-                        TWO => ones += 2,
-                        k => acc += &coeffs[k as usize],
-                    },
-                    _ => {
-                        let v = &w.values[side][i];
-                        match e.coeff {
-                            ONE => acc += v,
-                            MINUS_ONE => acc -= v,
-                            TWO => acc += v.double(),
-                            k => acc += *v * coeffs[k as usize],
-                        }
-                    }
+                let v = &w[(e.var & 1) as usize][(e.var >> 1) as usize];
+                // Most coefficients are 1, -1 or 2 and most witness values are bits
+                // (SHA-256 gadgets): only the rest need a field multiplication.
+                match e.coeff {
+                    ONE => acc += v,
+                    MINUS_ONE => acc -= v,
+                    TWO => acc += v.double(),
+                    k if *v == Scalar::ZERO => debug_assert!(k > TWO),
+                    k if *v == Scalar::ONE => acc += &coeffs[k as usize],
+                    k => acc += *v * coeffs[k as usize],
                 }
-            }
-            if ones != 0 {
-                acc += w.small.get(ones);
             }
             *o = acc;
             start = end;
         }
     }
-}
-
-/// Classes of witness values for [`Matrix::eval_rows`].
-const KIND_ZERO: u8 = 0;
-const KIND_ONE: u8 = 1;
-const KIND_OTHER: u8 = 2;
-
-/// One byte per witness value: its class. 2.7M bytes for a 2KiB PoRep partition
-/// against 86 MB of values, so most of a product's random reads stay in cache.
-fn kinds(values: &[Scalar]) -> Vec<u8> {
-    values
-        .iter()
-        .map(|v| {
-            if *v == Scalar::ZERO {
-                KIND_ZERO
-            } else if *v == Scalar::ONE {
-                KIND_ONE
-            } else {
-                KIND_OTHER
-            }
-        })
-        .collect()
-}
-
-/// Small signed integers as field elements: a row's count of ones is added once.
-struct SmallInts(Vec<Scalar>);
-
-impl SmallInts {
-    const RANGE: i64 = 64;
-
-    fn new() -> Self {
-        SmallInts((-Self::RANGE..=Self::RANGE).map(Self::field).collect())
-    }
-
-    fn field(n: i64) -> Scalar {
-        let s = Scalar::from(n.unsigned_abs());
-        if n < 0 {
-            -s
-        } else {
-            s
-        }
-    }
-
-    fn get(&self, n: i64) -> Scalar {
-        if n.abs() <= Self::RANGE {
-            self.0[(n + Self::RANGE) as usize]
-        } else {
-            Self::field(n)
-        }
-    }
-}
-
-/// The witness as [`Matrix::eval_rows`] reads it: inputs and aux values, their
-/// classes, and the small-integer table.
-#[derive(Clone, Copy)]
-struct WitnessView<'a> {
-    values: [&'a [Scalar]; 2],
-    kinds: [&'a [u8]; 2],
-    small: &'a SmallInts,
 }
 
 /// A circuit's recorded R1CS: what [`synthesize_precompiled`] needs besides the
@@ -496,9 +421,7 @@ pub fn synthesize_precompiled_into<C: Circuit<Scalar>>(
         )));
     }
     let n = pre.constraints();
-    let (kinds_in, kinds_aux, small) = (kinds(&cs.input), kinds(&cs.aux), SmallInts::new());
-    let w =
-        WitnessView { values: [cs.input.as_slice(), cs.aux.as_slice()], kinds: [&kinds_in, &kinds_aux], small: &small };
+    let w = [cs.input.as_slice(), cs.aux.as_slice()];
     // On the calling thread, not a thread pool: a stream keeps every core busy with
     // partitions already, and the caller's thread priority then covers this too.
     let abc = match alloc.and_then(|al| al.alloc(n)).filter(|b| b.len() == n) {
@@ -532,9 +455,9 @@ mod tests {
     use super::*;
     use crate::{SyntheticCircuit, SyntheticSpec};
 
-    /// Bits and field values under every coefficient class (1, -1, 2, others), with
-    /// rows whose count of ones passes the small-integer table either way: the
-    /// shapes `eval_rows` special-cases. The witness depends on `seed`.
+    /// Bits and field values under every coefficient class (1, -1, 2, others), the
+    /// shapes `eval_rows` special-cases, in long and short rows. The witness depends
+    /// on `seed`.
     struct BitsCircuit {
         seed: u64,
     }
@@ -583,15 +506,6 @@ mod tests {
             let plain = synthesize(BitsCircuit { seed }).unwrap();
             let fast = synthesize_precompiled(BitsCircuit { seed }, &pre).unwrap();
             assert_eq!(fast, plain, "seed {seed}");
-        }
-    }
-
-    #[test]
-    fn small_ints_match_the_field() {
-        let t = SmallInts::new();
-        for n in [-1000, -65, -64, -1, 1, 2, 63, 64, 65, 1000] {
-            let want = if n < 0 { -Scalar::from((-n) as u64) } else { Scalar::from(n as u64) };
-            assert_eq!(t.get(n), want, "{n}");
         }
     }
 
