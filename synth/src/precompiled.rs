@@ -467,7 +467,7 @@ mod tests {
             let x = cs.alloc_input(|| "x", || Ok(Scalar::from(self.seed + 3)))?;
             let bits: Vec<Variable> = (0..300u64)
                 .map(|i| {
-                    let bit = (i * 7 + self.seed) % 5 != 0;
+                    let bit = !(i * 7 + self.seed).is_multiple_of(5);
                     cs.alloc(|| format!("b{i}"), || Ok(if bit { Scalar::ONE } else { Scalar::ZERO }))
                 })
                 .collect::<Result<_, _>>()?;
