@@ -622,10 +622,10 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, const cuzk_srs* srs
 }
 
 // Runs one small instance of every kernel family a partition uses (NTTs, H on the
-// coset, G1 and G2 MSMs) so that their one-time costs are
-// paid at start, off the first partition: kernels load lazily on first launch, and
-// sppark builds its NTT twiddle tables on first use (runs 15-17 traces: the first
-// iNTT took 155 ms against 1.2 ms after, the first H MSM 148 ms against 53 ms).
+// coset, G1 and G2 MSMs) so that their one-time costs are paid at start, off the
+// first partition: kernels load lazily on first launch, and sppark builds its NTT
+// twiddle tables on first use (runs 15-17 traces: the first iNTT took 155 ms
+// against 1.2 ms after, the first H MSM 148 ms against 53 ms).
 extern "C" RustError cuzk_warmup(size_t dev)
 {
     CUZK_TRY

@@ -49,13 +49,17 @@ impl<W: Write> Hashing<W> {
     fn u32s(&mut self, n: usize, v: impl Iterator<Item = u32>) -> io::Result<()> {
         self.u64(n as u64)?;
         let mut buf = Vec::with_capacity(1 << 16);
+        let mut written = 0usize;
         for x in v {
+            written += 1;
             buf.extend_from_slice(&x.to_le_bytes());
             if buf.len() >= 1 << 16 {
                 self.put(&buf)?;
                 buf.clear();
             }
         }
+        // The count is written first: a caller's `n` must match what it streams.
+        debug_assert_eq!(written, n, "u32s: announced {n} values, streamed {written}");
         self.put(&buf)
     }
 }
