@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds everything a GPU host run needs (it has no Rust toolchain) into gpu-dist/:
-# the release `cuzk` binary, the GPU test binaries, the supraseal baseline and,
-# when built (or WITH_POREP_BASELINE=1), the PoRep C2 baseline; stripped. Then:
-# device run with `carry: ["gpu-dist"]` and command `bash gpu-dist/gpu-run.sh`
-# (see docs/gpu.md).
+# Builds, on a build machine, everything a GPU host needs (it needs no Rust
+# toolchain) into gpu-dist/: the release `cuzk` binary, the GPU test binary, the
+# supraseal baseline (WITH_BASELINE=0 leaves it out) and, when built (or with
+# WITH_POREP_BASELINE=1), the PoRep C2 baseline; stripped. Copy gpu-dist/ to the GPU
+# host and run `bash gpu-dist/gpu-run.sh` there (docs/gpu.md: variables, phases).
 # Needs nvcc (NVCC / PATH); RUSTFLAGS must let rustc find libcudart_static.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +37,11 @@ fi
 # The PoRep C2 baseline (filecoin-proofs `seal_commit_phase2` with `cuda-supraseal`,
 # bench/porep-baseline): shipped when built; WITH_POREP_BASELINE=1 builds it when
 # missing (or with REBUILD_BASELINE=1). Its neptune dependency links the CUDA driver
-# library, which a build machine without a GPU lacks: link against a stub
-# (shared/design/gpu-build.md); the GPU host's driver is used at run time.
+# library, which a build machine without a GPU lacks: it links against a stub
+# libcuda.so in CUDA_STUB (default /opt/cuda-stub), a library that defines the
+# driver's cu* functions for the linker only; the GPU host's driver is used at run
+# time. Without one, the stub is made by make-libcuda-stub.sh, looked for in
+# shared/tools/ and ../shared/tools/ (not part of this repository).
 pb=bench/porep-baseline/target/release/porep-baseline
 if [ "${WITH_POREP_BASELINE:-0}" = 1 ] && { [ ! -x "$pb" ] || [ "${REBUILD_BASELINE:-0}" = 1 ]; }; then
     stub=${CUDA_STUB:-/opt/cuda-stub}
@@ -53,8 +56,8 @@ if [ "${WITH_POREP_BASELINE:-0}" = 1 ] && { [ ! -x "$pb" ] || [ "${REBUILD_BASEL
     (cd bench/porep-baseline && RUSTFLAGS="${RUSTFLAGS:-} -L native=$stub" CUDA_LIBRARY_PATH="$stub" cargo build --release)
 fi
 if [ -x "$pb" ]; then
-    # ~12 MB stripped, which would take the whole directory past the 64 MiB a device
-    # call carries: shipped gzipped (~5 MB); gpu-run.sh unpacks it.
+    # ~12 MB stripped: shipped gzipped (~5 MB) to keep gpu-dist/ small; gpu-run.sh
+    # unpacks it.
     strip -o "$out/porep-baseline" "$pb"
     gzip -9 "$out/porep-baseline"
 fi

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Runs on the GPU host from gpu-dist/ (built by scripts/gpu-dist.sh): GPU tests and
-# benchmarks, logs under $OUT. Phases and sizes from the environment:
+# Runs on the GPU host from a copy of gpu-dist/ (built by scripts/gpu-dist.sh on a
+# build machine): GPU tests and benchmarks. Logs, generated configs and summary.txt
+# go to $OUT (default /tmp/cuzk-out); generated parameters and C1 outputs stay in
+# /tmp and are reused by later invocations on the same host. docs/gpu.md lists
+# every variable. Phases and sizes from the environment (defaults shown):
 #   PHASES  "tests bench"      TEST_LOG2 "10,14,18,20"   BIG_LOG2 "20"
 #   BENCH   "20:10 22:10"      (log2:count pairs)        DENSITY "1.0:1.0"
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
 #   PHASES may add "porep" (C1 stream per size in POREP_SIZES="2KiB" (or "2KiB 8MiB"):
-#   POREP_COUNT proofs, verify_seal unless POREP_VERIFY="", config variants
-#   POREP_VARIANTS="default plain"), "porepbase" (the filecoin-proofs/supraseal-c2 C2
-#   baseline on the same sizes and C1, once per thread count in POREP_THREADS="1 4"), and
+#   POREP_COUNT=20 proofs, verify_seal unless POREP_VERIFY="", config variants
+#   POREP_VARIANTS="default", see below), "porepbase" (the filecoin-proofs/supraseal-c2
+#   C2 baseline on the same sizes and C1, once per thread count in POREP_THREADS="1 4"),
 #   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices;
-#   MULTI_CONFIGS="0:1 all:1" as devices:stage_pcie-workers entries)
+#   MULTI_CONFIGS="0:1 all:1" as devices:stage_pcie-workers entries),
 #   "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
 #   and "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
 set -uo pipefail
@@ -91,11 +94,12 @@ porep_inputs() {
 if [[ " $PHASES " == *" porep "* ]]; then
     # POREP_VARIANTS: configs run one after the other on the same inputs: "default",
     # "plain" (no pre-compiled synthesis), "nonice" (synthesis at normal priority),
-    # "old" (both: the synthesis of sessions 1-4), "prep2", "prep2pcie2", "gpu2",
-    # "all2" (2 workers in PrepareMsm / StagePcie / ProveGpu), "nosplit" (no bit
-    # split of the MSMs), "nolend" (a/b/c not written into pinned memory by
-    # synthesis), "s5" (session 5's default: no split, no lending, no saved
-    # recording), "cold" (default, but no saved recording is loaded or saved),
+    # "old" (both: plain synthesis at normal priority, as before commit 8ea02ce),
+    # "prep2", "prep2pcie2", "gpu2", "all2" (2 workers in PrepareMsm / StagePcie /
+    # ProveGpu), "nosplit" (no bit split of the MSMs), "nolend" (a/b/c not written
+    # into pinned memory by synthesis), "s5" (the defaults as of commit 88235ef: no
+    # split, no lending, no saved recording), "cold" (default, but no saved recording
+    # is loaded or saved),
     # "warm" (default; named for the run after one that saved the recording),
     # "prep4" (4 PrepareMsm and 2 StagePcie workers), "prev" (an earlier binary,
     # cuzk-prev.gz, default config). The default saves the circuit recording in the
@@ -120,8 +124,9 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 warm) extra="" ;;
                 prep4) extra='[prepare_msm]\nworkers = 4\n[stage_pcie]\nworkers = 2\n' ;;
                 all2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n[prove_gpu]\nworkers_per_device = 2\n' ;;
-                # The previous session's binary (cuzk-prev.gz beside this script, if
-                # shipped) with its default config: a before/after in the same run.
+                # An earlier binary (cuzk-prev.gz beside this script, shipped with
+                # PREV_CUZK=<binary> scripts/gpu-dist.sh) with its default config: a
+                # before/after in the same run.
                 prev) extra="" ;;
                 *) say "unknown variant $V"; continue ;;
             esac

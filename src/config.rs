@@ -1,11 +1,11 @@
 //! The whole `config.toml`: the engine's sections plus the binary's own (`[log]`,
-//! `[srs]`, `[bench]`). Unknown sections and fields are errors.
+//! `[srs]`, `[bench]`, `[daemon]`). Unknown sections and fields are errors.
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::EngineConfig;
+use crate::{actors::ByteSize, EngineConfig};
 
 /// `[log]`.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -89,6 +89,36 @@ impl Default for BenchConfig {
     }
 }
 
+/// `[daemon]`: what `cuzk daemon` serves on (crate feature `daemon`). Parsed in every
+/// build, so one config.toml serves all.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// gRPC address: "host:port" (TCP) or "unix:///path/to/socket".
+    pub listen: String,
+    /// Prometheus metrics over HTTP ("host:port", path /metrics); "" = off.
+    pub metrics_listen: String,
+    /// On SIGINT/SIGTERM: how long jobs in flight may take to finish before they are
+    /// ended with a shutdown error.
+    pub shutdown_timeout_secs: u64,
+    /// Largest gRPC message accepted (a 32GiB C1 output is tens of megabytes).
+    pub max_message_bytes: ByteSize,
+    /// How long a finished job's result stays available to AwaitProof.
+    pub job_retention_secs: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            listen: "127.0.0.1:9820".into(),
+            metrics_listen: "127.0.0.1:9821".into(),
+            shutdown_timeout_secs: 30,
+            max_message_bytes: ByteSize(1 << 30),
+            job_retention_secs: 3600,
+        }
+    }
+}
+
 /// Everything in `config.toml`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Config {
@@ -96,7 +126,7 @@ pub struct Config {
     pub log: LogConfig,
     pub srs: SrsConfig,
     pub bench: BenchConfig,
-    pub daemon: crate::daemon::DaemonConfig,
+    pub daemon: DaemonConfig,
 }
 
 /// A config file that could not be used.

@@ -22,12 +22,21 @@
 //! engine.shutdown();
 //! # Ok(()) }
 //! ```
+//!
+//! The gRPC daemon, its client and the Prometheus metrics (modules `daemon`, `client`,
+//! `metrics`) need the crate feature `daemon`, on by default; with
+//! `default-features = false` the library builds without tonic, clap or indicatif.
+
+#![deny(unsafe_code)]
 
 pub mod bench;
+#[cfg(feature = "daemon")]
 pub mod client;
 pub mod config;
+#[cfg(feature = "daemon")]
 pub mod daemon;
 pub mod logging;
+#[cfg(feature = "daemon")]
 pub mod metrics;
 
 use std::sync::Arc;
@@ -39,6 +48,7 @@ pub use cuzk_actors::{
     Config as EngineConfig, Engine, EngineError, EngineSnapshot, JobError, JobHandle, JobId, JobOutput, JobSpec,
     JobTimings, StageName, SubmitError,
 };
+pub use cuzk_filecoin as filecoin;
 pub use cuzk_gpu as gpu;
 pub use cuzk_srs::{self as srs, LoadOptions, ProvingKey};
 pub use cuzk_synth::{self as synth, SyntheticCircuit, SyntheticSpec};

@@ -195,14 +195,19 @@ pub fn render(snap: &EngineSnapshot) -> String {
     let _ = writeln!(o, "cuzk_precompiled_circuit_bytes {}", snap.precompiled_bytes);
     if let Some(p) = &snap.pinned {
         let pinned: [(&str, &str, &str, u64); 5] = [
-            ("cuzk_pinned_capacity_bytes", "gauge", "Bound of the pinned staging pool.", p.capacity),
+            ("cuzk_pinned_capacity_bytes", "gauge", "Bound of the pinned host pool.", p.capacity),
             ("cuzk_pinned_allocated_bytes", "gauge", "Pinned memory allocated (in use or idle).", p.allocated),
-            ("cuzk_pinned_used_bytes", "gauge", "Pinned memory held by partitions (lent or staged).", p.in_use),
+            (
+                "cuzk_pinned_used_bytes",
+                "gauge",
+                "Pinned memory held by partitions (lent to synthesis or holding an uploaded partition).",
+                p.in_use,
+            ),
             ("cuzk_pinned_lent_total", "counter", "a/b/c buffers lent to synthesis.", p.lent),
             (
                 "cuzk_pinned_fallbacks_total",
                 "counter",
-                "Pool requests not served: staged from pageable memory, or no idle buffer for synthesis.",
+                "Pool requests not served: uploaded from pageable memory, or no idle buffer for synthesis.",
                 p.fallbacks,
             ),
         ];

@@ -38,7 +38,7 @@ async fn client(d: &Daemon) -> ProvingEngineClient<Channel> {
     ProvingEngineClient::connect(format!("http://{addr}")).await.unwrap().max_decoding_message_size(64 << 20)
 }
 
-fn porep_request(f: &cuzk::synth::porep::C1Fixture, vanilla: Vec<u8>) -> SubmitProofRequest {
+fn porep_request(f: &cuzk::filecoin::C1Fixture, vanilla: Vec<u8>) -> SubmitProofRequest {
     SubmitProofRequest {
         proof_kind: ProofKind::PorepSealCommit as i32,
         sector_size: 2048,

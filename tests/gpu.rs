@@ -124,7 +124,7 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
 fn gpu_ni_porep_2kib_aggregates_and_verifies() {
     let Some(gpu) = gpu_engine() else { return };
     gpu.shutdown();
-    let proof = cuzk::synth::porep::RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
+    let proof = cuzk::filecoin::RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
     let dir = common::porep::param_cache();
     common::porep::ensure_ipp_srs(&dir);
     let f = common::porep::fixture_for(proof, 43);

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use bellperson::{util_cs::bench_cs::BenchCS, Circuit};
 use common::*;
 use cuzk::{
-    synth::porep::{self, C1Fixture, RegisteredSealProof},
+    filecoin::{self as fil, C1Fixture, RegisteredSealProof},
     Engine, EngineConfig, JobError, JobSpec, StageName, SyntheticCircuit,
 };
 use serde_json::Value;
@@ -59,12 +59,12 @@ fn c1_json_and_wrapper_prove_and_verify() {
 /// Our synthesis of every partition of `f` against bellperson's BenchCS count of
 /// filecoin-proofs' circuit.
 fn check_circuit_size(f: &C1Fixture, want: (usize, usize)) -> cuzk::synth::CircuitShape {
-    let c1 = porep::parse_c1(&f.c1_json, usize::MAX).unwrap();
+    let c1 = fil::parse_c1(&f.c1_json, usize::MAX).unwrap();
     let proof = c1.registered_proof();
     let shapes: Vec<_> =
-        porep::partition_circuits(c1).unwrap().into_iter().map(|p| p.synthesize().unwrap().shape()).collect();
+        fil::partition_circuits(c1).unwrap().into_iter().map(|p| p.synthesize().unwrap().shape()).collect();
     let mut bench = BenchCS::<blstrs::Scalar>::new();
-    porep::blank_circuit(proof).unwrap().synthesize(&mut bench).unwrap();
+    fil::blank_circuit(proof).unwrap().synthesize(&mut bench).unwrap();
     eprintln!(
         "{proof:?}: {:?}; BenchCS: {} constraints, {} inputs",
         shapes[0],
@@ -85,7 +85,7 @@ fn check_circuit_size(f: &C1Fixture, want: (usize, usize)) -> cuzk::synth::Circu
 fn partition_circuit_size_8mib() {
     let _ = param_cache();
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-porep/c1-8mib");
-    let f = porep::generate_c1(RegisteredSealProof::StackedDrg8MiBV1_1, 5, &dir).unwrap();
+    let f = fil::generate_c1(RegisteredSealProof::StackedDrg8MiBV1_1, 5, &dir).unwrap();
     check_circuit_size(&f, (3_844_929, 40));
 }
 
@@ -95,7 +95,7 @@ fn partition_circuit_matches_filecoin_proofs() {
     let ours = check_circuit_size(&f, (2_687_921, 40));
     // The parameters made for the blank circuit fit the proving circuit.
     let key =
-        cuzk::ProvingKey::load(porep::parameter_files(&param_cache(), PROOF).unwrap().0, Default::default()).unwrap();
+        cuzk::ProvingKey::load(fil::parameter_files(&param_cache(), PROOF).unwrap().0, Default::default()).unwrap();
     key.check_shape(&ours).unwrap();
 }
 
@@ -107,7 +107,7 @@ fn partition_circuit_matches_filecoin_proofs() {
 fn precompiled_synthesis_equals_plain() {
     use cuzk::synth::SynthMode;
     let ni = fixture_for(RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep, 41);
-    let circuits = |f: &C1Fixture| porep::partition_circuits(porep::parse_c1(&f.c1_json, usize::MAX).unwrap()).unwrap();
+    let circuits = |f: &C1Fixture| fil::partition_circuits(fil::parse_c1(&f.c1_json, usize::MAX).unwrap()).unwrap();
     let mut parts = circuits(&ni);
     let (recorded, pre) = parts.remove(0).synthesize_with(SynthMode::Record).unwrap();
     let pre = pre.expect("a 2KiB partition is recorded");
@@ -200,7 +200,7 @@ fn bad_c1_inputs_fail_alone() {
         .unwrap()
         .wait_blocking()
         .unwrap_err();
-    let (expected, _) = porep::parameter_files(&empty, PROOF).unwrap();
+    let (expected, _) = fil::parameter_files(&empty, PROOF).unwrap();
     assert!(e.to_string().contains(&expected.display().to_string()), "{e}");
     engine2.shutdown();
 
@@ -231,7 +231,7 @@ fn engine_with(f: impl FnOnce(&mut EngineConfig)) -> Engine {
 #[test]
 fn preloaded_parameters_are_charged_to_the_host_budget() {
     let dir = param_cache();
-    let (params, _) = porep::parameter_files(&dir, PROOF).unwrap();
+    let (params, _) = fil::parameter_files(&dir, PROOF).unwrap();
     let size = std::fs::metadata(&params).unwrap().len();
     let engine = engine_with(|c| {
         c.ingest.param_cache = dir.clone();
@@ -286,8 +286,8 @@ fn non_interactive_porep_2kib_aggregates_and_verifies() {
     let proof = RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep;
     let dir = param_cache();
     assert_eq!(
-        porep::parameter_files(&dir, proof).unwrap(),
-        porep::parameter_files(&dir, PROOF).unwrap(),
+        fil::parameter_files(&dir, proof).unwrap(),
+        fil::parameter_files(&dir, PROOF).unwrap(),
         "NI-PoRep reuses the interactive parameters"
     );
     ensure_ipp_srs(&dir);
@@ -318,7 +318,7 @@ fn non_interactive_porep_2kib_aggregates_and_verifies() {
     let no_srs = dir.join("no-ipp-srs");
     std::fs::create_dir_all(&no_srs).unwrap();
     let ((p, v), (p2, v2)) =
-        (porep::parameter_files(&dir, PROOF).unwrap(), porep::parameter_files(&no_srs, PROOF).unwrap());
+        (fil::parameter_files(&dir, PROOF).unwrap(), fil::parameter_files(&no_srs, PROOF).unwrap());
     for (from, to) in [(p, p2), (v, v2)] {
         if !to.exists() {
             std::fs::copy(from, to).unwrap();
@@ -332,7 +332,7 @@ fn non_interactive_porep_2kib_aggregates_and_verifies() {
         .unwrap_err();
     assert_eq!(e.stage(), Some(StageName::Ingest), "refused before any partition is proved: {e}");
     let e = e.to_string();
-    assert!(e.contains(porep::IPP_SRS_FILE) && e.contains("srs gen"), "{e}");
+    assert!(e.contains(fil::IPP_SRS_FILE) && e.contains("srs gen"), "{e}");
     assert_eq!(engine.snapshot_blocking().jobs.failed, 1);
     engine.shutdown();
 }

@@ -19,11 +19,10 @@ use tracing::info;
 use crate::{
     budget::{BudgetSnapshot, Ledger},
     config::Config,
-    error::{EngineError, JobError, SubmitError},
+    ground::{CancelToken, EngineError, JobContext, JobError, JobId, JobSpec, SubmitError},
     ingest::Ingest,
-    job::{CancelToken, JobContext, JobId, JobSpec},
     metrics::StageSnapshot,
-    prove_gpu::select_backend,
+    services::select_backend,
     runtime::{StageActor, StageControl, WorkItem},
     timeline::Timeline,
     topology,
@@ -37,8 +36,8 @@ struct Running {
 
 struct Inner {
     ingest: Addr<StageActor<Ingest>>,
-    params: Arc<crate::ingest::ParamCache>,
-    compiled: Arc<crate::synthesize::CompiledCache>,
+    params: Arc<crate::services::ParamCache>,
+    recordings: Arc<crate::services::RecordingCache>,
     tracker: Addr<JobTracker>,
     host_ledger: Arc<Ledger>,
     stages: Vec<Arc<dyn StageControl>>,
@@ -123,7 +122,7 @@ pub struct EngineSnapshot {
     pub stages: Vec<StageSnapshot>,
     pub host_budget: BudgetSnapshot,
     pub jobs: JobCounts,
-    /// The backend's pinned staging pool (CUDA backend only).
+    /// The backend's pinned host pool (CUDA backend only).
     #[serde(skip)]
     pub pinned: Option<cuzk_gpu::pinned::PinnedStats>,
     /// Per-device VRAM budget and CUDA error counters (CUDA backend only).
@@ -168,7 +167,7 @@ impl Engine {
             inner: Arc::new(Inner {
                 ingest: topo.ingest,
                 params: topo.params,
-                compiled: topo.compiled,
+                recordings: topo.recordings,
                 tracker: topo.tracker,
                 host_ledger: topo.host_ledger,
                 stages: topo.stages,
@@ -183,7 +182,7 @@ impl Engine {
     }
 
     /// Filecoin parameters loaded by Ingest (preload, evict, status).
-    pub fn params(&self) -> &Arc<crate::ingest::ParamCache> {
+    pub fn params(&self) -> &Arc<crate::services::ParamCache> {
         &self.inner.params
     }
 
@@ -192,7 +191,7 @@ impl Engine {
         &self.inner.timeline
     }
 
-    /// The pinned staging pool of the backend, if it has one.
+    /// The pinned host pool of the backend, if it has one.
     pub fn pinned(&self) -> Option<cuzk_gpu::pinned::PinnedStats> {
         self.inner.backend_arc.pinned_stats()
     }
@@ -293,7 +292,7 @@ impl Engine {
             jobs,
             pinned: self.pinned(),
             devices: self.inner.backend_arc.device_stats(),
-            precompiled_bytes: self.inner.compiled.bytes(),
+            precompiled_bytes: self.inner.recordings.bytes(),
         }
     }
 

@@ -21,17 +21,21 @@
 //!
 //! The topology is declared in one place: [`topology`].
 
-pub mod budget;
-pub mod config;
-pub mod engine;
-mod error;
-mod job;
-pub mod metrics;
-pub mod runtime;
-pub mod timeline;
-pub mod topology;
-pub mod tracker;
+#![deny(unsafe_code)]
 
+// Read bottom-up; each layer imports only the layers above it in this list.
+//
+// 1. The ground: plain vocabulary (units, jobs, errors, payloads, control
+//    messages, the service traits stages are handed).
+pub mod ground;
+// 2. Instruments and the budget: per-stage counters, the span recorder, the
+//    host-memory ledger and the actor that owns it.
+pub mod budget;
+pub mod metrics;
+pub mod timeline;
+// 3. The stage runtime: how any stage runs (mailbox, queue, workers, supervision).
+pub mod runtime;
+// 4. The stages, siblings: each imports the ground, the runtime and its own config.
 pub mod assemble;
 pub mod ingest;
 pub mod prepare_msm;
@@ -39,9 +43,25 @@ pub mod prove_gpu;
 pub mod stage_pcie;
 pub mod synthesize;
 pub mod verify;
+// 5. Services (parameter cache, recording cache, backend choice) and the job
+//    tracker.
+pub mod services;
+pub mod tracker;
+// 6. The wiring, and only here: configuration assembled from the sections, the
+//    topology, the engine.
+pub mod config;
+pub mod engine;
+pub mod topology;
 
-pub use config::{ByteSize, Config, MemoryLimit};
+pub use config::Config;
 pub use engine::{Engine, EngineSnapshot, JobHandle};
-pub use error::{EngineError, JobError, StageError, SubmitError};
-pub use job::{Fault, FaultKind, JobId, JobOutput, JobSpec, JobTimings, PorepC1, PorepInput, StageName, StageTiming};
+pub use ground::{
+    ByteSize, EngineError, Fault, FaultKind, JobError, JobId, JobOutput, JobSpec, JobTimings, MemoryLimit, PorepC1,
+    PorepInput, StageError, StageName, StageTiming, SubmitError,
+};
 pub use metrics::StageSnapshot;
+
+/// docs/adding-a-stage.md, compiled so that its worked example stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/adding-a-stage.md")]
+pub struct AddingAStage;

@@ -9,7 +9,7 @@ use std::{
 
 use serde::Serialize;
 
-use crate::job::StageName;
+use crate::ground::StageName;
 
 /// Live counters of one stage.
 #[derive(Debug)]

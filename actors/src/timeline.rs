@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::job::StageName;
+use crate::ground::StageName;
 
 /// What a span shows.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,16 +15,17 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use crate::{
-    assemble::{Assemble, PartitionProof},
+    assemble::Assemble,
     budget::{BudgetActor, Ledger},
     config::Config,
-    error::{EngineError, StageError},
-    ingest::{Ingest, ParamCache},
-    prepare_msm::{BG2Placement, PrepareMsm},
-    prove_gpu::{ProveGpu, SelectedBackend},
+    ground::{EngineError, PartitionProof, StageError},
+    ingest::Ingest,
+    prepare_msm::PrepareMsm,
+    prove_gpu::ProveGpu,
     runtime::{Stage, StageActor, StageControl, StageFactory, StageLimits, WorkItem},
+    services::{ParamCache, RecordingCache, SelectedBackend},
     stage_pcie::StagePcie,
-    synthesize::{CompiledCache, Synthesize},
+    synthesize::Synthesize,
     timeline::Timeline,
     tracker::{JobTracker, SetStages},
     verify::Verify,
@@ -42,7 +43,7 @@ pub struct Topology {
     /// Filecoin parameters Ingest has loaded.
     pub params: Arc<ParamCache>,
     /// Recorded circuit structures Synthesize uses.
-    pub compiled: Arc<CompiledCache>,
+    pub recordings: Arc<RecordingCache>,
     /// Kept so the arbiters (threads) live as long as the topology.
     pub arbiters: Vec<Arbiter>,
 }
@@ -71,7 +72,7 @@ impl Builder {
             factory,
             limits,
             next,
-            self.tracker.clone(),
+            self.tracker.clone().recipient(),
             budget,
             self.timeline.clone(),
         )
@@ -87,13 +88,8 @@ impl Builder {
 /// # Errors
 /// [`EngineError`] when the host budget cannot be resolved or a stage cannot start.
 pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -> Result<Topology, EngineError> {
-    let SelectedBackend { backend, devices } = selected;
-    let mut host_bytes = cfg.budget.host_bytes().map_err(EngineError::Config)?;
-    if backend.name() == "cuda" && cfg.budget.host_memory == crate::MemoryLimit::Auto {
-        // The pinned staging pool is host memory outside the ledger: leave it room.
-        host_bytes = host_bytes.saturating_sub(cfg.backend.pinned_memory.0);
-    }
-    let host_ledger = Ledger::new("host", host_bytes);
+    let host_ledger = Ledger::new("host", selected.host_budget(&cfg.budget).map_err(EngineError::Config)?);
+    let SelectedBackend { backend, devices, on_device, .. } = selected;
 
     let support = Arbiter::new();
     let ledger = host_ledger.clone();
@@ -121,28 +117,24 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(devices), assemble.recipient(), false)?;
     let be = backend.clone();
     let pcie = b.stage(move || StagePcie { backend: be.clone() }, cfg.stage_pcie.limits(), prove.recipient(), false)?;
-    let b_g2_on_cpu = match cfg.prepare_msm.b_g2 {
-        BG2Placement::Cpu => true,
-        BG2Placement::Backend => false,
-        BG2Placement::Auto => backend.name() == "cpu",
-    };
+    let b_g2_on_cpu = cfg.prepare_msm.b_g2_on_cpu(on_device);
     let bit_split = cfg.prepare_msm.bit_split;
     let prepare =
         b.stage(move || PrepareMsm { b_g2_on_cpu, bit_split }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
-    let mut compiled = CompiledCache::new(cfg.synthesize.precompile, host_ledger.clone());
+    let mut recordings = RecordingCache::new(cfg.synthesize.precompile, host_ledger.clone());
     if cfg.synthesize.save_recordings {
         let dir = match cfg.synthesize.recording_dir.as_str() {
             "" => cfg.ingest.param_cache_dir(),
             d => std::path::PathBuf::from(d),
         };
-        compiled = compiled.with_dir(dir);
+        recordings = recordings.with_dir(dir);
     }
-    let compiled = Arc::new(compiled);
+    let recordings = Arc::new(recordings);
     let nice = cfg.synthesize.nice;
-    let synth_compiled = compiled.clone();
+    let synth_recordings = recordings.clone();
     let evals = backend.eval_alloc().filter(|_| cfg.synthesize.write_pinned);
     let synth = b.stage(
-        move || Synthesize { compiled: synth_compiled.clone(), nice, evals: evals.clone() },
+        move || Synthesize { recordings: synth_recordings.clone(), nice, evals: evals.clone() },
         cfg.synthesize.limits(),
         prepare.recipient(),
         true,
@@ -150,7 +142,7 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let params =
         Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), cuzk_srs::LoadOptions::default(), host_ledger.clone()));
     // Recordings go with their parameters: release them as soon as those are evicted.
-    let purge = compiled.clone();
+    let purge = recordings.clone();
     params.set_on_evict(move || purge.purge());
     // A loaded set goes to the devices while its first partitions synthesize, not
     // with the first partition to reach one (a 2KiB set: 0.2-0.5 s of upload).
@@ -159,22 +151,9 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         let (be, key) = (be.clone(), key.clone());
         let _ = std::thread::Builder::new().name("cuzk-prefetch".into()).spawn(move || be.prefetch(&key));
     });
-    if !cfg.ingest.preload.is_empty() {
-        // In the background: the engine serves jobs while parameters load.
-        let (params, preload) = (params.clone(), cfg.ingest.preload.clone());
-        std::thread::Builder::new()
-            .name("cuzk-preload".into())
-            .spawn(move || {
-                for proof in preload {
-                    if let Err(e) = params.get(proof) {
-                        tracing::warn!(proof = ?proof, error = %e, "preloading parameters failed");
-                    }
-                }
-            })
-            .map_err(|e| EngineError::Start(format!("preload thread: {e}")))?;
-    }
+    params.preload(cfg.ingest.preload.clone()).map_err(|e| EngineError::Start(format!("preload thread: {e}")))?;
     let max_input_bytes = usize::try_from(cfg.ingest.max_input_bytes.0).unwrap_or(usize::MAX);
-    let ingest_params = params.clone();
+    let ingest_params: Arc<dyn crate::ground::ParameterSource> = params.clone();
     let ingest = b.stage(
         move || Ingest { params: ingest_params.clone(), max_input_bytes },
         cfg.ingest.limits(),
@@ -184,5 +163,5 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
 
     // `try_send`: the tracker was just started and its mailbox is empty.
     tracker.try_send(SetStages(b.stages.clone())).map_err(|e| EngineError::Start(format!("tracker: {e}")))?;
-    Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, params, compiled, arbiters: b.arbiters })
+    Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, params, recordings, arbiters: b.arbiters })
 }

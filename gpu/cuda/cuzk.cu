@@ -1,9 +1,11 @@
 // cuzk CUDA entry points: the H polynomial by NTT and the Groth16 MSMs, on sppark.
 //
 // One translation unit (sppark's MSM headers define kernels; several TUs would
-// duplicate them). Every entry point is `extern "C"`, returns RustError by value
-// (code 0 = success, message owned by Rust), selects its device first (callers run
-// on arbitrary threads) and catches every exception: nothing unwinds into Rust.
+// duplicate them). Every entry point is `extern "C"` and lets no exception out:
+// nothing unwinds into Rust. The fallible ones return RustError by value (code 0 =
+// success, message owned by Rust); cuzk_gpu_count returns a count (0 on any error)
+// and the *_free functions return nothing. Every entry point that works on a device
+// selects it first (callers run on arbitrary threads).
 
 #include <ff/bls12-381-fp2.hpp>
 #include <ec/jacobian_t.hpp>
@@ -254,8 +256,9 @@ extern "C" void cuzk_ws_free(cuzk_ws* w)
 
 // ---------------------------------------------------------------- pinned host memory
 
-// Page-locked host memory for staging (portable: usable by every device). Uploads
-// from it run at full PCIe bandwidth (~55 GB/s on the H200 host vs ~7 GB/s pageable).
+// Page-locked host memory that partitions are uploaded from (portable: usable by
+// every device). Uploads from it run at full PCIe bandwidth (~55 GB/s on the H200
+// host vs ~7 GB/s pageable; docs/gpu.md).
 extern "C" RustError cuzk_host_alloc(size_t dev, size_t bytes, void** out)
 {
     *out = nullptr;
@@ -376,9 +379,11 @@ __global__ void gather(affine_dev* out, const affine_dev* pts, const uint32_t* i
 
 // Adds up `n` G1 partial sums in place, into sums[0]: one block of a power-of-two
 // number of threads (at most n), each adding a strided share, then a tree: 0.26
-// ms against 0.7-1 ms on the host (runs 13-14 traces). G1 only: sppark's Fp2
-// arithmetic on the device is shared by pairs of threads (`bucket::degree` 2),
-// which this one-bucket-per-thread kernel does not do (run 14: wrong sums).
+// ms against 0.7-1 ms on the host (run13-cuda-trace.log, run14-cuda-trace.log in
+// docs/bench-logs/h200-2026-11-30/). G1 only: sppark's Fp2 arithmetic on the device
+// is shared by pairs of threads (`bucket::degree` 2), which this
+// one-bucket-per-thread kernel does not do (a G2 version gave wrong sums; the PoRep
+// GPU tests failed on it: run14-test-gpu.log).
 template<class bucket>
 __global__ void reduce_sums(typename bucket::mem_t* sums, uint32_t n)
 {
@@ -435,8 +440,9 @@ static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
 // scalars over their points gathered into the workspace, by the resident MSM
 // object (sized for the whole vector, it handles the smaller count). An object
 // sized for the rest itself picks narrower windows, hence more of them, and was
-// slower: 7.4-10.6 ms against 6-8.8 ms per MSM (runs 13-14 traces; the cost of
-// a ~44k-scalar MSM is per window, not per bucket).
+// slower: 7.4-10.6 ms against 6-8.8 ms per MSM (run13-cuda-trace.log and
+// run14-cuda-trace.log in docs/bench-logs/h200-2026-11-30/; the cost of a
+// ~44k-scalar MSM is per window, not per bucket).
 template<class bucket, class msm_type, class point, class affine_dev>
 static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const affine_dev* pts,
                       const uint32_t* d_ones, const uint32_t* d_n, const uint32_t* d_rest,
@@ -624,8 +630,9 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, const cuzk_srs* srs
 // Runs one small instance of every kernel family a partition uses (NTTs, H on the
 // coset, G1 and G2 MSMs) so that their one-time costs are paid at start, off the
 // first partition: kernels load lazily on first launch, and sppark builds its NTT
-// twiddle tables on first use (runs 15-17 traces: the first iNTT took 155 ms
-// against 1.2 ms after, the first H MSM 148 ms against 53 ms).
+// twiddle tables on first use (docs/bench-logs/h200-2026-11-30/run15-cuda-trace.log:
+// the first iNTT took 155 ms against 1.1 ms after, the first H MSM 148 ms against
+// 53 ms).
 extern "C" RustError cuzk_warmup(size_t dev)
 {
     CUZK_TRY

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use blstrs::{G1Projective, G2Projective};
 use cuzk_srs::ProvingKey;
-pub use cuzk_synth::Evals;
+pub use cuzk_core::Evals;
 
 use crate::{GpuError, MsmScalars};
 
@@ -33,9 +33,10 @@ impl HostPartition {
     }
 }
 
-/// A partition staged by a backend (on the CPU backend, the host buffers themselves).
+/// A partition uploaded by a backend to where its kernels read it (on the CPU
+/// backend, the host buffers themselves).
 #[derive(Debug)]
-pub struct StagedPartition {
+pub struct UploadedPartition {
     pub(crate) backend: &'static str,
     pub(crate) host: HostPartition,
     /// The CUDA backend's pinned copy of a, b, c and the dense scalar vectors
@@ -43,8 +44,8 @@ pub struct StagedPartition {
     pub(crate) pinned: Option<crate::pinned::PinnedPartition>,
 }
 
-impl StagedPartition {
-    /// Name of the backend that staged it.
+impl UploadedPartition {
+    /// Name of the backend that uploaded it.
     pub fn backend(&self) -> &'static str {
         self.backend
     }
@@ -82,14 +83,14 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// # Errors
     /// Backend-specific (for CUDA: allocation or copy failures).
-    fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError>;
+    fn upload(&self, host: HostPartition) -> Result<UploadedPartition, GpuError>;
 
     /// Computes H by NTT and runs the MSMs against `srs`; B_G2 only if `with_b_g2`.
     ///
     /// # Errors
     /// [`GpuError::Shape`] when the partition does not fit `srs`; backend-specific
     /// failures otherwise.
-    fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError>;
+    fn execute(&self, uploaded: UploadedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError>;
 
     /// Makes `srs` ready for [`Backend::execute`] ahead of its first partition (CUDA:
     /// uploads it to every idle device where it fits), so that the upload overlaps
@@ -98,13 +99,13 @@ pub trait Backend: Send + Sync + 'static {
     fn prefetch(&self, _srs: &ProvingKey) {}
 
     /// Lends synthesis buffers for a, b, c where this backend reads them from (the
-    /// CUDA backend: its pinned staging pool), so that staging copies nothing of
+    /// CUDA backend: its pinned host pool), so that the upload copies nothing of
     /// them. `None`: synthesis keeps them on the heap.
-    fn eval_alloc(&self) -> Option<std::sync::Arc<dyn cuzk_synth::EvalAlloc>> {
+    fn eval_alloc(&self) -> Option<std::sync::Arc<dyn cuzk_core::EvalAlloc>> {
         None
     }
 
-    /// The pinned staging pool, for backends that have one.
+    /// The pinned host pool, for backends that have one.
     fn pinned_stats(&self) -> Option<crate::pinned::PinnedStats> {
         None
     }

@@ -5,10 +5,18 @@
 //! callers compile the same either way.
 //!
 //! Per device: one workspace (device buffers for a, b, c at the largest domain
-//! seen), and the parameter points of recently used parameter sets kept resident
-//! when they fit in free device memory (minus `vram_margin`), otherwise streamed from
-//! host memory for every MSM. A device is used by one partition at a time; with
-//! several devices, partitions go to whichever is free.
+//! seen, the bit-split lists and gathered points, and a copy stream), and the
+//! parameter points of recently used parameter sets, kept resident when they fit in
+//! the device's VRAM budget (its free memory at start minus `vram_margin`) and in
+//! what is free now, least recently used sets evicted first; otherwise streamed from
+//! host memory for every MSM. A device runs one partition at a time; with several
+//! devices, partitions go to whichever is free. An out-of-memory failure frees the
+//! device's cached memory and retries the partition once with streamed parameters.
+//!
+//! The backend also owns the pool of pinned host buffers (`pinned.rs`) that `upload`
+//! copies partitions into and that synthesis borrows a/b/c buffers from; at start it
+//! warms every device up on a background thread, and `prefetch` makes a newly loaded
+//! parameter set resident on each idle device where it fits without evicting anything.
 
 use crate::GpuError;
 
@@ -34,7 +42,8 @@ pub struct CudaOptions {
     pub srs_resident: bool,
     /// Device memory left free for MSM temporaries and other processes.
     pub vram_margin: u64,
-    /// Bound of the pinned host staging pool; 0 = stage from pageable memory.
+    /// Bound of the pool of pinned host buffers partitions are uploaded from; 0 =
+    /// upload from pageable memory.
     pub pinned_memory: u64,
 }
 
@@ -47,7 +56,7 @@ impl Default for CudaOptions {
 #[cfg(not(cuzk_cuda))]
 mod imp {
     use super::*;
-    use crate::{Backend, HostPartition, MsmResults, StagedPartition};
+    use crate::{Backend, HostPartition, MsmResults, UploadedPartition};
     use cuzk_srs::ProvingKey;
 
     /// Stand-in when built without nvcc: construction fails with the reason.
@@ -79,10 +88,10 @@ mod imp {
         fn name(&self) -> &'static str {
             "cuda"
         }
-        fn stage(&self, _: HostPartition) -> Result<StagedPartition, GpuError> {
+        fn upload(&self, _: HostPartition) -> Result<UploadedPartition, GpuError> {
             match self._never {}
         }
-        fn execute(&self, _: StagedPartition, _: &ProvingKey, _: bool) -> Result<MsmResults, GpuError> {
+        fn execute(&self, _: UploadedPartition, _: &ProvingKey, _: bool) -> Result<MsmResults, GpuError> {
             match self._never {}
         }
     }
@@ -111,7 +120,7 @@ mod imp {
         cpu::{check_counts, check_split},
         ffi::{self, cuda},
         pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedPool, PinnedStats},
-        Backend, DeviceStats, Evals, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars, StagedPartition,
+        Backend, DeviceStats, Evals, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars, UploadedPartition,
     };
 
     /// Whether this build has CUDA code.
@@ -192,7 +201,7 @@ mod imp {
         }
     }
 
-    /// Pointers and counts of a, b, c and the three scalar vectors of a staged
+    /// Pointers and counts of a, b, c and the three scalar vectors of an uploaded
     /// partition, and its domain. A split scalar vector has its lists in `split`
     /// and a null pointer here (its count is the number of points).
     struct Arrays<'a> {
@@ -269,8 +278,10 @@ mod imp {
                 });
             }
             let pinned = PinnedPool::new(opts.pinned_memory, devices.first().map_or(0, |d| d.info.index));
-            // Kernel loading and NTT tables cost the first partition ~0.25 s per device
-            // (run 15 trace): paid here, in the background, while it synthesizes.
+            // Kernel loading and NTT tables cost the first partition: its iNTT took
+            // 155 ms and its H MSM 148 ms, against 1.1 and 53 ms later ones
+            // (docs/bench-logs/h200-2026-11-30/run15-cuda-trace.log). Paid here, in
+            // the background, while that partition synthesizes.
             let indices: Vec<usize> = devices.iter().map(|d| d.info.index).collect();
             let warmup = std::thread::Builder::new()
                 .name("cuzk-gpu-warmup".into())
@@ -403,7 +414,7 @@ mod imp {
             "cuda"
         }
 
-        fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
+        fn upload(&self, host: HostPartition) -> Result<UploadedPartition, GpuError> {
             // a, b, c that synthesis wrote into a buffer from our pool stay there.
             // The rest (a, b, c otherwise, and the dense scalar vectors) is copied
             // into pinned memory here, on the CPU, so that the uploads inside
@@ -454,7 +465,7 @@ mod imp {
                 (None, Some(lent)) => Some(PinnedPartition::lent(lent)),
                 (None, None) => None,
             };
-            Ok(StagedPartition { backend: self.name(), host, pinned })
+            Ok(UploadedPartition { backend: self.name(), host, pinned })
         }
 
         fn prefetch(&self, srs: &ProvingKey) {
@@ -465,20 +476,20 @@ mod imp {
             }
         }
 
-        fn eval_alloc(&self) -> Option<Arc<dyn cuzk_synth::EvalAlloc>> {
+        fn eval_alloc(&self) -> Option<Arc<dyn cuzk_core::EvalAlloc>> {
             (self.opts.pinned_memory > 0)
-                .then(|| Arc::new(PinnedEvalAlloc(self.pinned.clone())) as Arc<dyn cuzk_synth::EvalAlloc>)
+                .then(|| Arc::new(PinnedEvalAlloc(self.pinned.clone())) as Arc<dyn cuzk_core::EvalAlloc>)
         }
 
         fn pinned_stats(&self) -> Option<PinnedStats> {
             Some(self.pinned.stats())
         }
 
-        fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
-            if staged.backend != self.name() {
-                return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
+        fn execute(&self, uploaded: UploadedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
+            if uploaded.backend != self.name() {
+                return Err(GpuError::WrongBackend { uploaded: uploaded.backend, executing: self.name() });
             }
-            let (p, pin) = (staged.host, staged.pinned);
+            let (p, pin) = (uploaded.host, uploaded.pinned);
             // From pinned memory where the array is there, else from the host arrays.
             let pinned = |i: usize| pin.as_ref().and_then(|pp| pp.part(i));
             let mut arrays =

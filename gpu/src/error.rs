@@ -21,7 +21,7 @@ pub enum GpuError {
          (free memory at start minus backend.vram_margin)"
     )]
     VramBudget { device: usize, need: u64, budget: u64 },
-    /// A staged partition was handed to a backend that did not stage it.
-    #[error("partition was staged by backend `{staged}` but executed on `{executing}`")]
-    WrongBackend { staged: &'static str, executing: &'static str },
+    /// An uploaded partition was handed to a backend that did not upload it.
+    #[error("partition was uploaded by backend `{uploaded}` but executed on `{executing}`")]
+    WrongBackend { uploaded: &'static str, executing: &'static str },
 }

@@ -1,4 +1,12 @@
-//! The only `unsafe` of this crate: viewing blstrs types as the blst types they wrap.
+//! The foreign code this crate calls. With `pinned.rs`, the only `unsafe` of the
+//! crate (cuzk-gpu is the one crate that does not deny `unsafe_code`; every block
+//! has a `// SAFETY:` comment, docs/style.md):
+//! - blstrs types viewed as the blst types they wrap (`#[repr(transparent)]`): the
+//!   CPU backend's blst MSMs and batch additions (`g1_sum`, `g2_sum`), and the CUDA
+//!   backend's results, which come back as blst points;
+//! - `cuda` (only with `cfg(cuzk_cuda)`): the C ABI of `cuda/cuzk.cu` and safe
+//!   wrappers around it, which `cuda.rs` calls. `pinned.rs` calls `cuzk_host_alloc`
+//!   and `cuzk_host_free` itself.
 
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective};
@@ -51,7 +59,9 @@ pub(crate) fn g2_projective(p: blst_p2) -> G2Projective {
     unsafe { std::mem::transmute::<blst_p2, G2Projective>(p) }
 }
 
-/// The C ABI of `cuda/cuzk.cu`. Every call returns sppark's `Error` by value.
+/// The C ABI of `cuda/cuzk.cu`. The fallible calls return sppark's `Error` by value
+/// (code 0 = success); `cuzk_gpu_count` returns a count and the `*_free` calls return
+/// nothing. No call lets a C++ exception reach Rust.
 #[cfg(cuzk_cuda)]
 pub(crate) mod cuda {
     use blst::{blst_p1, blst_p2};
@@ -165,7 +175,8 @@ pub(crate) mod cuda {
         check(unsafe { cuzk_gpu_probe() })
     }
 
-    /// Pays the device's one-time costs (kernel loading, NTT tables) now.
+    /// Pays the device's one-time costs (kernel loading, NTT tables) now, and makes
+    /// its stream-ordered memory pool keep what it frees.
     pub fn warmup(dev: usize) -> Result<(), (i32, String)> {
         // SAFETY: no pointers; `dev` is below `count()` (callers pass the devices
         // `CudaBackend::new` validated).

@@ -1,7 +1,7 @@
 //! cuzk-gpu: the proving kernels behind one interface, [`Backend`].
 //!
 //! Use it for the two stages that move data to an accelerator and run the heavy
-//! mathematics: [`Backend::stage`] (the StagePcie stage: host buffers to where the
+//! mathematics: [`Backend::upload`] (the StagePcie stage: host buffers to where the
 //! kernels read them) and [`Backend::execute`] (the ProveGpu stage: the H polynomial
 //! by NTT, then the MSMs H, L, A, B_G1 and optionally B_G2).
 //!
@@ -22,7 +22,7 @@ mod ffi;
 pub mod pinned;
 mod split;
 
-pub use backend::{Backend, DeviceStats, Evals, HostPartition, MsmResults, OpTimings, StagedPartition};
+pub use backend::{Backend, DeviceStats, Evals, HostPartition, MsmResults, OpTimings, UploadedPartition};
 pub use error::GpuError;
 pub use split::{MsmScalars, SplitScalars};
 

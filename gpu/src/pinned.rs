@@ -1,12 +1,12 @@
-//! Pinned (page-locked) host buffers for staging partitions before upload.
+//! Pinned (page-locked) host buffers that partitions are copied into before their upload.
 //!
 //! Uploads from pageable memory run at ~7 GB/s on the H200 host, from pinned memory at
-//! ~55 GB/s (../shared/design/gpu-build.md). A 2^22 partition moves ~0.9 GB per proof
+//! ~55 GB/s (docs/gpu.md). A 2^22 partition moves ~0.9 GB per proof
 //! (a, b, c and the MSM scalars), so StagePcie copies it into a pinned buffer on the
 //! CPU and ProveGpu's uploads then take a fraction of the time. The pool is bounded
 //! by `backend.pinned_memory`; buffers are reused across partitions (allocating pinned
 //! memory is slow) and idle ones are freed to make room for a larger size. When the
-//! pool is exhausted a partition is staged from pageable memory instead (counted as a
+//! pool is exhausted a partition is uploaded from pageable memory instead (counted as a
 //! fallback), so the pool never blocks the pipeline.
 //!
 //! The pool also lends buffers to synthesis ([`PinnedEvals`], through the
@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
-use cuzk_synth::{EvalAlloc, EvalBuffer};
+use cuzk_core::{EvalAlloc, EvalBuffer};
 
 /// The pool's state, for status and metrics.
 #[derive(Clone, Copy, Debug, Default)]
@@ -26,11 +26,11 @@ pub struct PinnedStats {
     pub capacity: u64,
     /// Pinned memory allocated now (in use or idle in the pool).
     pub allocated: u64,
-    /// Held by partitions now (lent to synthesis or staged).
+    /// Held by partitions now (lent to synthesis or holding an uploaded partition).
     pub in_use: u64,
     /// Buffers lent to synthesis for a, b, c.
     pub lent: u64,
-    /// Requests the pool did not serve: a partition staged from pageable memory
+    /// Requests the pool did not serve: a partition uploaded from pageable memory
     /// (the pool at its bound), or synthesis finding no idle buffer.
     pub fallbacks: u64,
 }
@@ -165,7 +165,7 @@ impl PinnedPool {
             }
             let len = bytes.div_ceil(GRANULE) * GRANULE;
             // Buffers in use cannot be freed: if the new one cannot fit beside them,
-            // keep the idle ones for later partitions and stage this one from
+            // keep the idle ones for later partitions and upload this one from
             // pageable memory.
             if !grow || st.stats.in_use + len as u64 > st.stats.capacity {
                 st.stats.fallbacks += 1;
@@ -195,7 +195,7 @@ impl PinnedPool {
         match Block::alloc(self.device, len) {
             Ok(b) => Some(PinnedBuf { block: Some(b), pool: self.clone() }),
             Err(e) => {
-                tracing::warn!(bytes = len, error = %e, "pinned host allocation failed; staging from pageable memory");
+                tracing::warn!(bytes = len, error = %e, "pinned host allocation failed; uploading from pageable memory");
                 let mut st = self.st.lock().unwrap_or_else(|e| e.into_inner());
                 st.stats.allocated -= len as u64;
                 st.stats.in_use -= len as u64;
@@ -257,7 +257,7 @@ pub struct PinnedEvalAlloc(pub Arc<PinnedPool>);
 impl EvalAlloc for PinnedEvalAlloc {
     fn alloc(&self, len: usize) -> Option<Box<dyn EvalBuffer>> {
         let bytes = len.checked_mul(3 * 32)?;
-        // Idle buffers only: the pool grows in StagePcie, whose staging of the
+        // Idle buffers only: the pool grows in StagePcie, whose upload of the
         // first (plain) wave leaves buffers of this size behind.
         let buf = self.0.acquire_idle(bytes)?;
         self.0.st.lock().unwrap_or_else(|e| e.into_inner()).stats.lent += 1;

@@ -102,7 +102,7 @@ fn cuda_matches_cpu() {
         }
     };
     let streaming = CudaBackend::new(CudaOptions { srs_resident: false, ..Default::default() }).unwrap();
-    // Staging from pageable memory (no pool), and a pool too small for the larger
+    // Uploading from pageable memory (no pool), and a pool too small for the larger
     // partitions (those fall back to pageable memory).
     let pageable = CudaBackend::new(CudaOptions { pinned_memory: 0, ..Default::default() }).unwrap();
     let small_pool = CudaBackend::new(CudaOptions { pinned_memory: 64 << 20, ..Default::default() }).unwrap();
@@ -152,8 +152,8 @@ fn cuda_matches_cpu() {
                     b_scalars: full(&host.b_scalars),
                     ..host.clone()
                 };
-                let want = CpuBackend.execute(CpuBackend.stage(dense_host).unwrap(), &srs, true).unwrap();
-                let cpu = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
+                let want = CpuBackend.execute(CpuBackend.upload(dense_host).unwrap(), &srs, true).unwrap();
+                let cpu = CpuBackend.execute(CpuBackend.upload(host.clone()).unwrap(), &srs, true).unwrap();
                 assert_eq!(cpu.split, split, "CPU backend split path");
                 for (x, y, what) in [(cpu.l, want.l, "L"), (cpu.a, want.a, "A"), (cpu.b_g1, want.b_g1, "B_G1")] {
                     assert_eq!(x.to_affine(), y.to_affine(), "CPU {what} lg {lg} n {n} split {split}");
@@ -166,7 +166,7 @@ fn cuda_matches_cpu() {
                     ("small pool", &small_pool),
                 ];
                 for (name, be) in variants {
-                    let got = be.execute(be.stage(host.clone()).unwrap(), &srs, true).unwrap();
+                    let got = be.execute(be.upload(host.clone()).unwrap(), &srs, true).unwrap();
                     let ctx = format!(
                         "lg {lg} n {n} {name}{}{}",
                         if witness { " witness" } else { "" },
@@ -183,13 +183,13 @@ fn cuda_matches_cpu() {
                     eprintln!("ok {ctx}: {:?}", got.timings);
                 }
                 // a, b, c in a buffer lent from the pool, as pre-compiled synthesis
-                // writes them: staged without a copy, the same result.
+                // writes them: uploaded without a copy, the same result.
                 let mut buf = gpu.eval_alloc().expect("the pool lends").alloc(n).expect("room in the pool");
                 for (dst, src) in buf.abc_mut().into_iter().zip(host.abc.abc()) {
                     dst.copy_from_slice(src);
                 }
                 let lent = HostPartition { abc: Evals::Lent(buf), ..host.clone() };
-                let got = gpu.execute(gpu.stage(lent).unwrap(), &srs, true).unwrap();
+                let got = gpu.execute(gpu.upload(lent).unwrap(), &srs, true).unwrap();
                 let ctx = format!("lg {lg} n {n} lent a/b/c witness {witness} split {split}");
                 assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {ctx}");
                 assert_eq!(got.l.to_affine(), want.l.to_affine(), "L {ctx}");
@@ -200,7 +200,7 @@ fn cuda_matches_cpu() {
     let (big, small) = (gpu.pinned_stats().unwrap(), small_pool.pinned_stats().unwrap());
     eprintln!("pinned pools: default {big:?}, small {small:?}");
     assert_eq!(big.fallbacks, 0, "the default pool holds every test partition");
-    assert_eq!(big.in_use, 0, "every staged partition returned its buffer");
+    assert_eq!(big.in_use, 0, "every uploaded partition returned its buffer");
     assert!(big.lent > 0, "a/b/c buffers were lent");
     assert!(small.allocated <= 64 << 20);
     assert_eq!(pageable.pinned_stats().unwrap().allocated, 0);
@@ -241,15 +241,15 @@ fn out_of_memory_is_retried_once() {
     let m = 1usize << lg;
     let srs = fake_srs(m, m / 2, m / 3, m / 4);
     let host = random_partition(lg);
-    let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs, true).unwrap();
+    let want = CpuBackend.execute(CpuBackend.upload(host.clone()).unwrap(), &srs, true).unwrap();
     // Warm: workspace and resident parameters reserved from the VRAM budget.
-    gpu.execute(gpu.stage(host.clone()).unwrap(), &srs, true).unwrap();
+    gpu.execute(gpu.upload(host.clone()).unwrap(), &srs, true).unwrap();
     let s = gpu.device_stats()[0].clone();
     assert!(s.vram_budget > 0 && s.vram_reserved > 0 && s.vram_reserved <= s.vram_budget, "{s:?}");
     assert_eq!(s.resident_sets, 1, "{s:?}");
 
     gpu.inject_oom(1);
-    let got = gpu.execute(gpu.stage(host.clone()).unwrap(), &srs, true).unwrap();
+    let got = gpu.execute(gpu.upload(host.clone()).unwrap(), &srs, true).unwrap();
     assert_eq!(got.h.to_affine(), want.h.to_affine(), "H after a retried OOM");
     assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 after a retried OOM");
     let s = gpu.device_stats()[0].clone();
@@ -257,7 +257,7 @@ fn out_of_memory_is_retried_once() {
     assert_eq!(s.resident_sets, 0, "the retry freed the resident parameters and streamed them");
 
     gpu.inject_oom(2);
-    let e = gpu.execute(gpu.stage(host.clone()).unwrap(), &srs, true).unwrap_err();
+    let e = gpu.execute(gpu.upload(host.clone()).unwrap(), &srs, true).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, GpuError::Cuda { out_of_memory: true, .. }), "{msg}");
     assert!(msg.contains("out of memory") && msg.contains("retrying once"), "{msg}");
@@ -265,7 +265,7 @@ fn out_of_memory_is_retried_once() {
     assert_eq!((s.cuda_errors, s.oom_errors, s.oom_retries, s.oom_recovered), (3, 3, 2, 1), "{s:?}");
 
     // The device still works, and parameters become resident again.
-    let got = gpu.execute(gpu.stage(host).unwrap(), &srs, true).unwrap();
+    let got = gpu.execute(gpu.upload(host).unwrap(), &srs, true).unwrap();
     assert_eq!(got.l.to_affine(), want.l.to_affine(), "L after a failed partition");
     assert_eq!(gpu.device_stats()[0].resident_sets, 1);
 }
@@ -289,7 +289,7 @@ fn invalid_split_lists_are_refused() {
         backends.push(Box::new(gpu));
     }
     for be in backends {
-        let err = be.execute(be.stage(host.clone()).unwrap(), &srs, true).unwrap_err();
+        let err = be.execute(be.upload(host.clone()).unwrap(), &srs, true).unwrap_err();
         assert!(
             matches!(&err, GpuError::Shape { .. }) && err.to_string().contains("L scalars"),
             "{}: {err}",
@@ -314,8 +314,8 @@ fn prefetch_makes_parameters_resident() {
     assert!(before > 0, "{s:?}");
 
     let host = random_partition(lg);
-    let want = CpuBackend.execute(CpuBackend.stage(host.clone()).unwrap(), &srs1, true).unwrap();
-    let got = gpu.execute(gpu.stage(host).unwrap(), &srs1, true).unwrap();
+    let want = CpuBackend.execute(CpuBackend.upload(host.clone()).unwrap(), &srs1, true).unwrap();
+    let got = gpu.execute(gpu.upload(host).unwrap(), &srs1, true).unwrap();
     assert_eq!(got.h.to_affine(), want.h.to_affine(), "H");
     assert_eq!(got.l.to_affine(), want.l.to_affine(), "L");
     assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2");

@@ -15,11 +15,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde::Deserialize;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use crate::{actors::ByteSize, Engine, EngineConfig};
+pub use crate::config::DaemonConfig;
+use crate::{Engine, EngineConfig};
 
 /// The generated gRPC types of `proto/cuzk/v1/proving.proto`.
 pub mod proto {
@@ -31,35 +31,6 @@ pub mod proto {
 pub mod ext_proto {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("cuzk.ext.v1");
-}
-
-/// `[daemon]`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct DaemonConfig {
-    /// gRPC address: "host:port" (TCP) or "unix:///path/to/socket".
-    pub listen: String,
-    /// Prometheus metrics over HTTP ("host:port", path /metrics); "" = off.
-    pub metrics_listen: String,
-    /// On SIGINT/SIGTERM: how long jobs in flight may take to finish before they are
-    /// ended with a shutdown error.
-    pub shutdown_timeout_secs: u64,
-    /// Largest gRPC message accepted (a 32GiB C1 output is tens of megabytes).
-    pub max_message_bytes: ByteSize,
-    /// How long a finished job's result stays available to AwaitProof.
-    pub job_retention_secs: u64,
-}
-
-impl Default for DaemonConfig {
-    fn default() -> Self {
-        DaemonConfig {
-            listen: "127.0.0.1:9820".into(),
-            metrics_listen: "127.0.0.1:9821".into(),
-            shutdown_timeout_secs: 30,
-            max_message_bytes: ByteSize(1 << 30),
-            job_retention_secs: 3600,
-        }
-    }
 }
 
 /// Where the daemon listens.

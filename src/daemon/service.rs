@@ -19,7 +19,7 @@ use super::{
 };
 use crate::{
     actors::{engine::Canceller, JobError, StageName},
-    synth::porep::{self, PorepError, RegisteredSealProof},
+    filecoin::{self as fil, PorepError, RegisteredSealProof},
     Engine, JobHandle, JobOutput, JobSpec, JobTimings,
 };
 
@@ -90,7 +90,7 @@ fn proof_for_circuit_id(id: &str) -> Result<RegisteredSealProof, Status> {
         "64g" => "64GiB",
         other => other,
     };
-    porep::proof_for_sector_size(size).map_err(Status::invalid_argument)
+    fil::proof_for_sector_size(size).map_err(Status::invalid_argument)
 }
 
 fn to_response(job_id: &str, r: Result<JobOutput, JobError>) -> proto::AwaitProofResponse {
@@ -178,7 +178,7 @@ impl Service {
         // failed job later; the parsed form goes to Ingest, which does not parse again.
         let bytes = req.vanilla_proof;
         let max = self.max_input;
-        let c1 = tokio::task::spawn_blocking(move || porep::parse_c1(&bytes, max))
+        let c1 = tokio::task::spawn_blocking(move || fil::parse_c1(&bytes, max))
             .await
             .map_err(|e| Status::internal(format!("C1 validation: {e}")))?
             .map_err(|e| match e {
@@ -193,7 +193,7 @@ impl Service {
                 u64::from(proof.sector_size())
             )));
         }
-        match porep::proof_from_number(req.registered_proof) {
+        match fil::proof_from_number(req.registered_proof) {
             Some(p) if p == proof => {}
             Some(p) => {
                 return Err(Status::invalid_argument(format!(
@@ -208,7 +208,7 @@ impl Service {
                 )))
             }
         }
-        let prover_id = porep::prover_id_from_actor(req.miner_id);
+        let prover_id = fil::prover_id_from_actor(req.miner_id);
         let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
         // Serialize submissions that carry a request id, so that a retry racing the
         // original cannot create a second job.

@@ -125,6 +125,7 @@ pub(crate) fn load(path: &Path, opts: LoadOptions) -> Result<ProvingKey, SrsErro
     // SAFETY: the map is read-only and dropped before this function returns; a
     // concurrent truncation of the file by another process could fault, which is the
     // documented hazard of mapping files that operators must not rewrite in place.
+    #[allow(unsafe_code)]
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
     let mut r = Reader { path, bytes: &map, offset: 0, checked: opts.subgroup_checks };
     let vk = VerifyingKey::<Bls12> {

@@ -2,7 +2,7 @@ use std::{path::Path, sync::Arc};
 
 use bellperson::groth16::{Parameters, VerifyingKey};
 use blstrs::{Bls12, G1Affine, G2Affine};
-use cuzk_synth::CircuitShape;
+use cuzk_core::CircuitShape;
 
 use crate::{file, LoadOptions, SrsError};
 

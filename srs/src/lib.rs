@@ -8,7 +8,10 @@
 //! truncated, holds a point off the curve or at infinity, or has trailing bytes is
 //! refused with an error that names the section and the offset.
 //!
-//! This crate does not depend on actix.
+//! It depends on cuzk-core alone among cuzk's crates: no synthesis, no Filecoin, no
+//! actors.
+
+#![deny(unsafe_code)]
 
 mod error;
 mod file;

@@ -5,7 +5,9 @@ use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisE
 use blstrs::Scalar;
 use ff::Field;
 
-use crate::{Density, Evals, SynthError};
+use cuzk_core::{CircuitShape, Evals};
+
+use crate::{Density, SynthError};
 
 /// Everything the later stages need from one synthesized circuit.
 ///
@@ -23,27 +25,6 @@ pub struct Assignment {
     pub a_aux_density: Density,
     pub b_input_density: Density,
     pub b_aux_density: Density,
-}
-
-/// The sizes that decide which parameters a circuit needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CircuitShape {
-    /// Constraints, including one per input.
-    pub constraints: usize,
-    /// Inputs, including `ONE`.
-    pub inputs: usize,
-    pub aux: usize,
-    /// Inputs plus aux variables present in the A query (= length of the `a` points).
-    pub a_query: usize,
-    /// Inputs and aux variables present in the B query (= length of the `b_g1` points).
-    pub b_query: usize,
-}
-
-impl CircuitShape {
-    /// log2 of the evaluation domain: the smallest power of two >= constraints.
-    pub fn domain_log2(&self) -> u32 {
-        self.constraints.max(1).next_power_of_two().trailing_zeros()
-    }
 }
 
 impl Assignment {

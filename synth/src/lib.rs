@@ -11,21 +11,22 @@
 //! count and A/B density whose witness costs a few field operations per constraint,
 //! for tests and benchmarks that want the MSM/NTT work to dominate.
 //!
-//! This crate does not depend on actix or CUDA.
+//! It knows no Filecoin circuit (those are in cuzk-filecoin, above it), no actor and
+//! no GPU.
+
+#![deny(unsafe_code)]
 
 mod assignment;
 mod density;
 mod error;
-mod evals;
-pub mod porep;
 mod precompiled;
 mod recording;
 mod synthetic;
 
-pub use assignment::{synthesize, Assignment, CircuitShape, ProvingAssignment};
+pub use assignment::{synthesize, Assignment, ProvingAssignment};
+pub use cuzk_core::{CircuitShape, EvalAlloc, EvalBuffer, Evals};
 pub use density::Density;
 pub use error::SynthError;
-pub use evals::{EvalAlloc, EvalBuffer, Evals};
 pub use precompiled::{
     synthesize_in, synthesize_precompiled, synthesize_precompiled_into, synthesize_recording, Precompiled, SynthMode,
 };

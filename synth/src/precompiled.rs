@@ -359,7 +359,7 @@ pub enum SynthMode<'a> {
     /// Witness only, with the recorded structure of the same circuit.
     Precompiled(&'a Precompiled),
     /// As `Precompiled`, writing a, b, c into a buffer from the allocator when it
-    /// lends one (the GPU backend's pinned staging memory).
+    /// lends one (the GPU backend's pinned host memory).
     PrecompiledInto(&'a Precompiled, &'a dyn EvalAlloc),
 }
 

@@ -7,7 +7,7 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 
-use cuzk::synth::porep::{self, C1Fixture, RegisteredSealProof};
+use cuzk::filecoin::{self as fil, C1Fixture, RegisteredSealProof};
 
 pub const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 
@@ -39,12 +39,12 @@ pub fn param_cache() -> PathBuf {
 pub fn ensure_params(dir: &std::path::Path, proof: RegisteredSealProof) {
     static LOCK: Mutex<()> = Mutex::new(());
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let (params, vk) = porep::parameter_files(dir, proof).unwrap();
+    let (params, vk) = fil::parameter_files(dir, proof).unwrap();
     if !params.exists() || !vk.exists() {
         use rand::SeedableRng;
         let t = std::time::Instant::now();
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
-        let key = cuzk::srs::generate_random(porep::blank_circuit(proof).unwrap(), &mut rng).unwrap();
+        let key = cuzk::srs::generate_random(fil::blank_circuit(proof).unwrap(), &mut rng).unwrap();
         key.write(&params).unwrap();
         let tmp = vk.with_extension("vk.tmp");
         key.vk.write(std::fs::File::create(&tmp).unwrap()).unwrap();
@@ -58,9 +58,9 @@ pub fn ensure_params(dir: &std::path::Path, proof: RegisteredSealProof) {
 pub fn ensure_ipp_srs(dir: &std::path::Path) {
     static LOCK: Mutex<()> = Mutex::new(());
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let path = porep::ipp_srs_file(dir);
+    let path = fil::ipp_srs_file(dir);
     if !path.exists() {
-        porep::write_fake_ipp_srs(&path, 128, 1).unwrap();
+        fil::write_fake_ipp_srs(&path, 128, 1).unwrap();
     }
 }
 
@@ -75,11 +75,11 @@ pub fn fixture_for(proof: RegisteredSealProof, seed: u64) -> C1Fixture {
     static LOCK: Mutex<()> = Mutex::new(());
     let _g = LOCK.lock().unwrap();
     let dir = tmp_root().join(format!("cuzk-porep/c1-{seed}-{}", std::process::id()));
-    let f = porep::generate_c1(proof, seed, &dir).unwrap();
+    let f = fil::generate_c1(proof, seed, &dir).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     f
 }
 
 pub fn verify(f: &C1Fixture, sector_id: u64, proof: &[u8]) -> bool {
-    porep::verify_seal(f.registered_proof, f.comm_r, f.comm_d, f.prover_id, sector_id, f.ticket, f.seed, proof).unwrap()
+    fil::verify_seal(f.registered_proof, f.comm_r, f.comm_d, f.prover_id, sector_id, f.ticket, f.seed, proof).unwrap()
 }

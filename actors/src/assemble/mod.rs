@@ -1,10 +1,8 @@
 //! Assemble: the proof's three points from the MSM results and the randomness.
 
 mod config;
-mod messages;
 
 pub use config::AssembleConfig;
-pub use messages::PartitionProof;
 
 use bellperson::groth16::{Proof, VerifyingKey};
 use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
@@ -12,9 +10,7 @@ use cuzk_gpu::MsmResults;
 use group::{prime::PrimeCurveAffine, Curve};
 
 use crate::{
-    error::StageError,
-    job::StageName,
-    prove_gpu::ProvedPartition,
+    ground::{PartitionProof, ProvedPartition, StageError, StageName},
     runtime::{Stage, WorkItem},
 };
 

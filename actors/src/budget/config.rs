@@ -1,6 +1,6 @@
 use serde::Deserialize;
 
-use crate::config::{ByteSize, MemoryLimit};
+use crate::ground::{ByteSize, MemoryLimit};
 
 /// `[budget]`: memory budgets.
 #[derive(Clone, Debug, Deserialize, PartialEq)]

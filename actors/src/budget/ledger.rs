@@ -6,22 +6,9 @@ use std::{
 };
 
 use serde::Serialize;
-use thiserror::Error;
 use tokio::sync::oneshot;
 
-use crate::config::ByteSize;
-
-/// A reservation refused.
-#[derive(Debug, Clone, Error, PartialEq)]
-pub enum BudgetError {
-    /// More than the whole budget: it could never be granted, so it fails at once
-    /// instead of waiting forever.
-    #[error("needs {requested} of {budget} memory but the whole {budget} budget is {capacity}; raise budget.{budget}_memory or use smaller partitions")]
-    ExceedsCapacity { budget: &'static str, requested: ByteSize, capacity: ByteSize },
-    /// The budget's owner is gone (engine shutting down).
-    #[error("{0} budget is closed")]
-    Closed(&'static str),
-}
+use crate::ground::{BudgetError, ByteSize};
 
 struct Waiter {
     bytes: u64,

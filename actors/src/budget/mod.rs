@@ -9,7 +9,9 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 pub use config::BudgetConfig;
-pub use ledger::{BudgetError, BudgetSnapshot, Grant, Ledger, Reservation};
+pub use ledger::{BudgetSnapshot, Grant, Ledger, Reservation};
+
+pub use crate::ground::BudgetError;
 
 /// Owns one budget and answers reservation requests.
 ///

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::{config::ByteSize, runtime::StageLimits};
+use crate::{ground::ByteSize, runtime::StageLimits};
 
 /// `[ingest]`: turns a submitted job into per-partition work items.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -22,7 +22,7 @@ pub struct IngestConfig {
     pub param_cache: PathBuf,
     /// Proof types whose parameters are loaded when the engine starts (e.g.
     /// ["StackedDrg32GiBV1_1"]) instead of by the first job that needs them.
-    pub preload: Vec<cuzk_synth::porep::RegisteredSealProof>,
+    pub preload: Vec<cuzk_filecoin::RegisteredSealProof>,
 }
 
 impl Default for IngestConfig {
@@ -42,7 +42,7 @@ impl IngestConfig {
     /// The parameter cache directory with the default resolved.
     pub fn param_cache_dir(&self) -> PathBuf {
         if self.param_cache.as_os_str().is_empty() {
-            cuzk_synth::porep::default_parameter_cache()
+            cuzk_filecoin::default_parameter_cache()
         } else {
             self.param_cache.clone()
         }

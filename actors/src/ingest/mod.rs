@@ -2,28 +2,22 @@
 //! partition then flows through the pipeline on its own.
 
 mod config;
-mod messages;
-mod params;
 
 use std::sync::Arc;
 
 pub use config::IngestConfig;
-use cuzk_synth::{
-    porep::{parse_c1, partition_circuits, PorepPartition},
-    Assignment, Precompiled, SynthError, SynthMode,
-};
-pub use messages::PartitionCircuit;
-pub use params::ParamCache;
+use cuzk_filecoin::{parse_c1, partition_circuits, PorepPartition};
+use cuzk_synth::{Assignment, Precompiled, SynthError, SynthMode};
 
 use crate::{
-    error::StageError,
-    job::{Aggregation, ErasedCircuit, JobInput, PorepC1, StageName},
+    ground::{Aggregation, ErasedCircuit, JobInput, ParameterSource, PartitionCircuit, PorepC1, StageError, StageName},
     runtime::{Stage, WorkItem},
 };
 
 /// The Ingest stage.
 pub struct Ingest {
-    pub params: Arc<ParamCache>,
+    /// The parameter cache (`services::params`).
+    pub params: Arc<dyn ParameterSource>,
     pub max_input_bytes: usize,
 }
 
@@ -73,7 +67,7 @@ impl Stage for Ingest {
                     let agg = Aggregation { srs: self.params.ipp_srs()?, comm_r: c1.output.comm_r };
                     let _ = base.job.aggregation.set(agg);
                 }
-                let srs = self.params.get(c1.registered_proof())?;
+                let srs = self.params.seal_params(c1.registered_proof())?;
                 base.job.set_shape(srs, c1.partitions()).map_err(StageError::msg)?;
                 partition_circuits(c1)
                     .map_err(StageError::failed)?

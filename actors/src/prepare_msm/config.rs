@@ -33,6 +33,18 @@ pub struct PrepareMsmConfig {
     pub bit_split: bool,
 }
 
+impl PrepareMsmConfig {
+    /// Whether PrepareMsm computes B_G2 on the CPU, for a backend that runs on a
+    /// device (`on_device`) or not.
+    pub fn b_g2_on_cpu(&self, on_device: bool) -> bool {
+        match self.b_g2 {
+            BG2Placement::Cpu => true,
+            BG2Placement::Backend => false,
+            BG2Placement::Auto => !on_device,
+        }
+    }
+}
+
 impl Default for PrepareMsmConfig {
     fn default() -> Self {
         PrepareMsmConfig {

@@ -4,21 +4,17 @@
 //! backend, by default) runs the B_G2 MSM on the CPU so ProveGpu never waits for it.
 
 mod config;
-mod messages;
 
 use std::time::Instant;
 
 use blstrs::Scalar;
 pub use config::{BG2Placement, PrepareMsmConfig};
 use cuzk_gpu::{cpu::msm_g2_scalars, HostPartition, MsmScalars, ScalarBytes, SplitScalars};
-pub use messages::PreparedPartition;
 use rayon::prelude::*;
 
 use crate::{
-    error::StageError,
-    job::StageName,
+    ground::{Assignment, PreparedPartition, StageError, StageName},
     runtime::{Stage, WorkItem},
-    synthesize::Assignment,
 };
 
 /// The PrepareMsm stage.

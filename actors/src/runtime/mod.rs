@@ -30,11 +30,9 @@ use tracing::{debug, info_span, warn, Instrument};
 
 use crate::{
     budget::{BudgetActor, Reservation, Reserve},
-    error::StageError,
-    job::{FaultKind, JobContext, JobId, JobTimings, StageName},
+    ground::{FaultKind, JobContext, JobId, JobTimings, PartitionFailed, StageError, StageName},
     metrics::StageMetrics,
     timeline::Timeline,
-    tracker::{JobTracker, PartitionFailed},
 };
 pub use queue::StageQueue;
 
@@ -121,7 +119,8 @@ struct Shared<S: Stage> {
     factory: StageFactory<S>,
     queue: StageQueue<WorkItem<S::In>>,
     next: Recipient<WorkItem<S::Out>>,
-    tracker: Addr<JobTracker>,
+    /// Where failures go (the job tracker).
+    failures: Recipient<PartitionFailed>,
     budget: Option<Addr<BudgetActor>>,
     metrics: Arc<StageMetrics>,
     limits: StageLimits,
@@ -186,7 +185,7 @@ impl<S: Stage> StageActor<S> {
         factory: StageFactory<S>,
         limits: StageLimits,
         next: Recipient<WorkItem<S::Out>>,
-        tracker: Addr<JobTracker>,
+        failures: Recipient<PartitionFailed>,
         budget: Option<Addr<BudgetActor>>,
         timeline: Arc<Timeline>,
     ) -> Result<(Addr<Self>, Arc<dyn StageControl>), StageError> {
@@ -197,7 +196,7 @@ impl<S: Stage> StageActor<S> {
             factory,
             queue: StageQueue::new(limits.queue_capacity),
             next,
-            tracker,
+            failures,
             budget,
             metrics,
             limits,
@@ -292,7 +291,7 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 async fn fail<S: Stage>(shared: &Shared<S>, job: JobId, partition: u32, error: StageError) {
     shared.metrics.failed.fetch_add(1, Relaxed);
     // The tracker's mailbox is bounded too; it only does bookkeeping, so this wait is short.
-    let _ = shared.tracker.send(PartitionFailed { job, partition, stage: S::NAME, error }).await;
+    let _ = shared.failures.send(PartitionFailed { job, partition, stage: S::NAME, error }).await;
 }
 
 /// Operation time in `after` beyond `before` (ops are accumulated by name).

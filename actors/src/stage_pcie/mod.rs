@@ -1,19 +1,18 @@
-//! StagePcie: hands a prepared partition to the backend's `stage` (on the CUDA
-//! backend: host→device copies on a copy stream; on the CPU backend: nothing to move).
+//! StagePcie: hands a prepared partition to the backend's `upload`. On the CUDA
+//! backend that copies a, b, c (unless synthesis already wrote them into a lent
+//! pinned buffer) and the dense scalar vectors into the pinned host pool, so that
+//! ProveGpu's host-to-device transfers run at full PCIe speed; the device copies
+//! themselves are issued by ProveGpu. On the CPU backend there is nothing to move.
 
 mod config;
-mod messages;
 
 use std::{sync::Arc, time::Instant};
 
 pub use config::StagePcieConfig;
 use cuzk_gpu::Backend;
-pub use messages::StagedWork;
 
 use crate::{
-    error::StageError,
-    job::StageName,
-    prepare_msm::PreparedPartition,
+    ground::{PreparedPartition, StageError, StageName, UploadedWork},
     runtime::{Stage, WorkItem},
 };
 
@@ -24,14 +23,14 @@ pub struct StagePcie {
 
 impl Stage for StagePcie {
     type In = PreparedPartition;
-    type Out = StagedWork;
+    type Out = UploadedWork;
     const NAME: StageName = StageName::StagePcie;
 
-    fn process(&self, item: WorkItem<PreparedPartition>) -> Result<Vec<WorkItem<StagedWork>>, StageError> {
+    fn process(&self, item: WorkItem<PreparedPartition>) -> Result<Vec<WorkItem<UploadedWork>>, StageError> {
         let (p, mut base) = item.take();
         let t = Instant::now();
-        let staged = self.backend.stage(p.host).map_err(StageError::failed)?;
-        base.trace.add_ops(&[("stage", t.elapsed())]);
-        Ok(vec![base.with(StagedWork { staged, b_g2: p.b_g2, public_inputs: p.public_inputs })])
+        let uploaded = self.backend.upload(p.host).map_err(StageError::failed)?;
+        base.trace.add_ops(&[("upload", t.elapsed())]);
+        Ok(vec![base.with(UploadedWork { uploaded, b_g2: p.b_g2, public_inputs: p.public_inputs })])
     }
 }

@@ -24,7 +24,7 @@ pub struct SynthesizeConfig {
     /// ProveGpu's host side), which otherwise wait behind it.
     pub nice: i32,
     /// Pre-compiled synthesis writes a, b, c straight into pinned memory lent by
-    /// the GPU backend's staging pool (`backend.pinned_memory`), so StagePcie has
+    /// the GPU backend's pinned host pool (`backend.pinned_memory`), so StagePcie has
     /// nothing of them to copy. When the pool is at its bound they go to the heap
     /// and StagePcie copies them as before. No effect on the CPU backend.
     pub write_pinned: bool,

@@ -2,32 +2,27 @@
 //! input/aux assignments, A/B densities). Reserves the partition's whole host-memory
 //! estimate first; the reservation then travels with the partition.
 
-mod compiled;
 mod config;
 
 use std::{sync::Arc, time::Instant};
 
-pub use compiled::CompiledCache;
-use compiled::Plan;
 pub use config::SynthesizeConfig;
 use cuzk_srs::ProvingKey;
-pub use cuzk_synth::Assignment;
 use cuzk_synth::{EvalAlloc, SynthMode};
 
 use crate::{
-    error::StageError,
-    ingest::PartitionCircuit,
-    job::StageName,
+    ground::{Assignment, PartitionCircuit, Plan, RecordingStore, StageError, StageName},
     runtime::{Stage, WorkItem},
 };
 
 /// The Synthesize stage.
 pub struct Synthesize {
-    /// Recorded circuit structures, shared by the stage's workers.
-    pub compiled: Arc<CompiledCache>,
+    /// Recorded circuit structures, shared by the stage's workers
+    /// (`services::recordings`).
+    pub recordings: Arc<dyn RecordingStore>,
     /// `synthesize.nice`, applied to each worker thread on its first partition.
     pub nice: i32,
-    /// The backend's lender of a/b/c buffers (CUDA: pinned staging memory), used by
+    /// The backend's lender of a/b/c buffers (CUDA: pinned host memory), used by
     /// pre-compiled synthesis so that StagePcie has nothing of a, b, c to copy.
     pub evals: Option<Arc<dyn EvalAlloc>>,
 }
@@ -39,12 +34,25 @@ fn lower_priority(nice: i32) {
     if nice <= 0 || DONE.with(|d| d.replace(true)) {
         return;
     }
-    #[cfg(target_os = "linux")]
     // SAFETY: plain syscalls on the calling thread (who = 0), no pointers.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
     unsafe {
         let current = libc::getpriority(libc::PRIO_PROCESS, 0);
         if nice > current {
             libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+        }
+    }
+}
+
+/// Abandons a claimed recording if dropped while panicking (the stage runtime
+/// catches the panic and fails the partition; the next partition records).
+struct AbandonOnPanic<'a>(&'a dyn RecordingStore, &'a Arc<ProvingKey>);
+
+impl Drop for AbandonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abandon(self.1);
         }
     }
 }
@@ -75,9 +83,9 @@ impl Stage for Synthesize {
         lower_priority(self.nice);
         let (PartitionCircuit(circuit), mut base) = item.take();
         let key = base.job.srs().clone();
-        let plan = if circuit.precompile() { self.compiled.plan(&key) } else { Plan::Plain };
+        let plan = if circuit.precompile() { self.recordings.plan(&key) } else { Plan::Plain };
         // A recording that panics must not leave its slot claimed forever.
-        let _guard = matches!(plan, Plan::Record).then(|| compiled::AbandonOnPanic(&self.compiled, &key));
+        let _guard = matches!(plan, Plan::Record).then(|| AbandonOnPanic(self.recordings.as_ref(), &key));
         let t = Instant::now();
         let (op, result) = match &plan {
             Plan::Plain => ("synth_plain", circuit.synthesize_with(SynthMode::Plain)),
@@ -92,11 +100,11 @@ impl Stage for Synthesize {
         };
         let assignment = match (plan, result) {
             (Plan::Record, Ok((a, pre))) => {
-                self.compiled.recorded(&key, pre);
+                self.recordings.recorded(&key, pre);
                 a
             }
             (Plan::Record, Err(e)) => {
-                self.compiled.abandon(&key);
+                self.recordings.abandon(&key);
                 return Err(StageError::failed(e));
             }
             (_, r) => r.map_err(StageError::failed)?.0,

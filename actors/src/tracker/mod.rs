@@ -11,9 +11,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use crate::{
-    assemble::PartitionProof,
-    error::{JobError, StageError},
-    job::{JobContext, JobId, JobOutput, JobTimings, StageName},
+    ground::{JobContext, JobError, JobId, JobOutput, JobTimings, PartitionFailed, PartitionProof, StageError},
     runtime::{StageControl, WorkItem},
     timeline::Timeline,
 };
@@ -144,16 +142,6 @@ impl Handler<Register> for JobTracker {
     }
 }
 
-/// A partition failed in a stage.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct PartitionFailed {
-    pub job: JobId,
-    pub partition: u32,
-    pub stage: StageName,
-    pub error: StageError,
-}
-
 impl Handler<PartitionFailed> for JobTracker {
     type Result = ();
     fn handle(&mut self, m: PartitionFailed, _: &mut Context<Self>) {
@@ -259,7 +247,7 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
             let inputs = std::mem::take(&mut e.inputs);
             let work = actix_rt::task::spawn_blocking(move || {
                 let t = std::time::Instant::now();
-                let r = cuzk_synth::porep::aggregate_ni_porep(&srs, &key.vk, &comm_r, &proofs, &inputs);
+                let r = cuzk_filecoin::aggregate_ni_porep(&srs, &key.vk, &comm_r, &proofs, &inputs);
                 (r.map(|a| (proofs, a)), t.elapsed())
             });
             actx.spawn(work.into_actor(self).map(move |res, act, _| {

@@ -9,9 +9,7 @@ pub use config::VerifyConfig;
 use bellperson::groth16::{prepare_verifying_key, verify_proof};
 
 use crate::{
-    assemble::PartitionProof,
-    error::StageError,
-    job::StageName,
+    ground::{PartitionProof, StageError, StageName},
     runtime::{Stage, WorkItem},
 };
 

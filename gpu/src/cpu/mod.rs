@@ -11,7 +11,7 @@ use rayon::prelude::*;
 pub use msm::{msm_g1, msm_g1_scalars, msm_g1_split, msm_g2, msm_g2_scalars, msm_g2_split};
 pub use ntt::{compute_h, ntt};
 
-use crate::{Backend, GpuError, HostPartition, MsmResults, StagedPartition};
+use crate::{Backend, GpuError, HostPartition, MsmResults, UploadedPartition};
 
 /// Runs the NTT and MSMs on the CPU (all cores, through rayon and blst's pool).
 #[derive(Clone, Copy, Debug, Default)]
@@ -22,16 +22,16 @@ impl Backend for CpuBackend {
         "cpu"
     }
 
-    fn stage(&self, host: HostPartition) -> Result<StagedPartition, GpuError> {
+    fn upload(&self, host: HostPartition) -> Result<UploadedPartition, GpuError> {
         // Nothing to copy: the kernels read host memory.
-        Ok(StagedPartition { backend: self.name(), host, pinned: None })
+        Ok(UploadedPartition { backend: self.name(), host, pinned: None })
     }
 
-    fn execute(&self, staged: StagedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
-        if staged.backend != self.name() {
-            return Err(GpuError::WrongBackend { staged: staged.backend, executing: self.name() });
+    fn execute(&self, uploaded: UploadedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
+        if uploaded.backend != self.name() {
+            return Err(GpuError::WrongBackend { uploaded: uploaded.backend, executing: self.name() });
         }
-        let p = staged.host;
+        let p = uploaded.host;
         check_shapes(&p, srs)?;
         let mut timings = Vec::with_capacity(6);
         let t = Instant::now();

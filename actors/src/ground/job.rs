@@ -181,7 +181,7 @@ pub struct PorepInput {
 /// A C1 output, raw or parsed.
 pub enum PorepC1 {
     Raw(Vec<u8>),
-    Parsed(Box<cuzk_synth::porep::ParsedC1>),
+    Parsed(Box<cuzk_filecoin::ParsedC1>),
 }
 
 impl fmt::Debug for JobInput {
@@ -241,7 +241,7 @@ impl JobSpec {
 
     /// [`JobSpec::porep_c1`] for a C1 output already parsed and validated (Ingest
     /// does not parse it again).
-    pub fn porep_parsed(c1: cuzk_synth::porep::ParsedC1, prover_id: [u8; 32], sector_id: u64) -> Self {
+    pub fn porep_parsed(c1: cuzk_filecoin::ParsedC1, prover_id: [u8; 32], sector_id: u64) -> Self {
         JobSpec {
             srs: None,
             input: JobInput::PoRep(PorepInput { c1: PorepC1::Parsed(Box::new(c1)), prover_id, sector_id }),
@@ -366,7 +366,7 @@ impl JobContext {
 /// How a job's partition proofs become one aggregated proof (non-interactive PoRep).
 pub struct Aggregation {
     /// The inner-product SRS (resident in the parameter cache).
-    pub srs: Arc<cuzk_synth::porep::IppSrs>,
+    pub srs: Arc<cuzk_filecoin::IppSrs>,
     /// The sector's comm_r, hashed into SnarkPack's transcript.
     pub comm_r: [u8; 32],
 }

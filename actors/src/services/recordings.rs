@@ -3,7 +3,7 @@
 //!
 //! A Groth16 proving key fixes the constraint matrices, so all partitions proved with
 //! one key share one recording. The first partition of a key that asks for it
-//! ([`ErasedCircuit::precompile`](crate::job::ErasedCircuit::precompile)) records
+//! ([`ErasedCircuit::precompile`](crate::ground::ErasedCircuit::precompile)) records
 //! while it synthesizes; partitions that arrive meanwhile synthesize the plain way
 //! (nobody waits); later ones compute only their witness. A recording lives as long
 //! as its key: slots are keyed by the key's address and dropped when the key is.
@@ -28,7 +28,10 @@ use cuzk_srs::ProvingKey;
 use cuzk_synth::Precompiled;
 use tracing::{info, warn};
 
-use crate::budget::{Ledger, Reservation};
+use crate::{
+    budget::{Ledger, Reservation},
+    ground::{Plan, RecordingStore},
+};
 
 enum State {
     /// One partition is recording; `Reservation` holds the estimate.
@@ -45,13 +48,6 @@ struct Slot {
     /// The key's identity, naming its recording file.
     id: [u8; 32],
     state: State,
-}
-
-/// What a partition should do.
-pub enum Plan {
-    Plain,
-    Record,
-    Use(Arc<Precompiled>),
 }
 
 /// How long a key stays on plain synthesis after the budget had no room to record.
@@ -80,7 +76,7 @@ fn key_id(key: &ProvingKey) -> [u8; 32] {
 }
 
 /// The recordings (see the module docs).
-pub struct CompiledCache {
+pub struct RecordingCache {
     enabled: bool,
     budget: Arc<Ledger>,
     slots: Mutex<Vec<Slot>>,
@@ -88,9 +84,9 @@ pub struct CompiledCache {
     dir: Option<PathBuf>,
 }
 
-impl CompiledCache {
+impl RecordingCache {
     pub fn new(enabled: bool, budget: Arc<Ledger>) -> Self {
-        CompiledCache { enabled, budget, slots: Mutex::new(Vec::new()), dir: None }
+        RecordingCache { enabled, budget, slots: Mutex::new(Vec::new()), dir: None }
     }
 
     /// Saves recordings in `dir` and loads them from it.
@@ -264,15 +260,15 @@ impl CompiledCache {
     }
 }
 
-/// Abandons a claimed recording if dropped while panicking (the stage runtime
-/// catches the panic and fails the partition; the next partition records).
-pub struct AbandonOnPanic<'a>(pub &'a CompiledCache, pub &'a Arc<ProvingKey>);
-
-impl Drop for AbandonOnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.abandon(self.1);
-        }
+impl RecordingStore for RecordingCache {
+    fn plan(&self, key: &Arc<ProvingKey>) -> Plan {
+        RecordingCache::plan(self, key)
+    }
+    fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) {
+        RecordingCache::recorded(self, key, pre)
+    }
+    fn abandon(&self, key: &Arc<ProvingKey>) {
+        RecordingCache::abandon(self, key)
     }
 }
 
@@ -295,7 +291,7 @@ mod tests {
     fn one_recording_per_key_charged_and_released_with_it() {
         let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
         let ledger = Ledger::new("host", 1 << 30);
-        let cache = CompiledCache::new(true, ledger.clone());
+        let cache = RecordingCache::new(true, ledger.clone());
         let k = key(spec);
         assert!(matches!(cache.plan(&k), Plan::Record));
         assert!(matches!(cache.plan(&k), Plan::Plain), "one recording at a time; others go plain");
@@ -314,7 +310,7 @@ mod tests {
         assert_eq!(cache.bytes(), 0, "recordings go with their keys");
         assert_eq!(ledger.snapshot().used, 0);
 
-        let off = CompiledCache::new(false, ledger);
+        let off = RecordingCache::new(false, ledger);
         assert!(matches!(off.plan(&key(spec)), Plan::Plain));
     }
 
@@ -327,11 +323,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let ledger = Ledger::new("host", 1 << 30);
         let k = key(spec);
-        let first = CompiledCache::new(true, ledger.clone()).with_dir(dir.clone());
+        let first = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(first.plan(&k), Plan::Record), "nothing saved yet");
         let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
         first.recorded(&k, pre);
-        let path = CompiledCache::path(&dir, &key_id(&k));
+        let path = RecordingCache::path(&dir, &key_id(&k));
         let t = Instant::now();
         while !path.exists() && t.elapsed() < Duration::from_secs(20) {
             std::thread::sleep(Duration::from_millis(20));
@@ -339,7 +335,7 @@ mod tests {
         assert!(path.exists(), "saved in the background to {}", path.display());
         drop(first);
 
-        let next = CompiledCache::new(true, ledger.clone()).with_dir(dir.clone());
+        let next = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(next.plan(&k), Plan::Use(_)), "loaded: the first partition is pre-compiled");
         assert!(next.bytes() > 0, "the loaded recording is charged");
         let other = key_seeded(spec, 2);
@@ -349,7 +345,7 @@ mod tests {
         let mid = bytes.len() / 2;
         bytes[mid] ^= 1;
         std::fs::write(&path, bytes).unwrap();
-        let damaged = CompiledCache::new(true, ledger.clone()).with_dir(dir.clone());
+        let damaged = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(damaged.plan(&k), Plan::Record), "a damaged file is refused and recorded again");
         let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 3).unwrap()).unwrap();
         damaged.recorded(&k, pre);
@@ -361,7 +357,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(valid(), "the damaged file was replaced");
-        let after = CompiledCache::new(true, ledger).with_dir(dir.clone());
+        let after = RecordingCache::new(true, ledger).with_dir(dir.clone());
         assert!(matches!(after.plan(&k), Plan::Use(_)));
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -371,7 +367,7 @@ mod tests {
         let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
         let k = key(spec);
         let ledger = Ledger::new("host", estimate(&k) - 1);
-        let cache = CompiledCache::new(true, ledger.clone());
+        let cache = RecordingCache::new(true, ledger.clone());
         assert!(matches!(cache.plan(&k), Plan::Plain), "no room for the estimate");
         assert!(matches!(cache.plan(&k), Plan::Plain), "and no retry before the back-off");
         assert_eq!((cache.bytes(), ledger.snapshot().used), (0, 0));

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::job::StageName;
+use crate::ground::{job::StageName, units::ByteSize};
 
 /// Why a stage could not process a partition. Carried to the job's result.
 #[derive(Debug, Clone, Error)]
@@ -15,7 +15,7 @@ pub enum StageError {
     Panicked(String),
     /// A memory budget refused the reservation.
     #[error("{0}")]
-    Budget(#[from] crate::budget::BudgetError),
+    Budget(#[from] BudgetError),
     /// The next stage is gone (engine shutting down).
     #[error("downstream stage unavailable: {0}")]
     Disconnected(String),
@@ -86,4 +86,16 @@ pub enum EngineError {
     Backend(String),
     #[error("engine failed to start: {0}")]
     Start(String),
+}
+
+/// A reservation refused.
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum BudgetError {
+    /// More than the whole budget: it could never be granted, so it fails at once
+    /// instead of waiting forever.
+    #[error("needs {requested} of {budget} memory but the whole {budget} budget is {capacity}; raise budget.{budget}_memory or use smaller partitions")]
+    ExceedsCapacity { budget: &'static str, requested: ByteSize, capacity: ByteSize },
+    /// The budget's owner is gone (engine shutting down).
+    #[error("{0} budget is closed")]
+    Closed(&'static str),
 }

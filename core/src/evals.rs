@@ -1,5 +1,5 @@
 //! Where a partition's a, b, c evaluations live: heap vectors, or a buffer that a
-//! backend lends (the CUDA backend's pinned staging memory), so that synthesis writes
+//! backend lends (the CUDA backend's pinned host memory), so that synthesis writes
 //! them where the upload reads them and nothing copies them in between.
 
 use std::any::Any;

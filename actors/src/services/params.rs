@@ -10,13 +10,13 @@ use std::{
     time::Instant,
 };
 
+use cuzk_filecoin::{ipp_srs_bytes, ipp_srs_file, load_ipp_srs, parameter_files, IppSrs, RegisteredSealProof};
 use cuzk_srs::{LoadOptions, ProvingKey};
-use cuzk_synth::porep::{ipp_srs_bytes, ipp_srs_file, load_ipp_srs, parameter_files, IppSrs, RegisteredSealProof};
 use tracing::{info, warn};
 
 use crate::{
     budget::{Grant, Ledger, Reservation},
-    error::StageError,
+    ground::{ParameterSource, StageError},
 };
 
 struct Resident {
@@ -80,6 +80,26 @@ impl ParamCache {
         if let Some(f) = self.on_evict.get() {
             f();
         }
+    }
+
+    /// Loads `proofs` one after another on a thread of its own, so the engine serves
+    /// jobs while they load; a failure is logged and the next one is tried.
+    ///
+    /// # Errors
+    /// When the thread cannot be started.
+    pub fn preload(self: &Arc<Self>, proofs: Vec<RegisteredSealProof>) -> std::io::Result<()> {
+        if proofs.is_empty() {
+            return Ok(());
+        }
+        let cache = self.clone();
+        std::thread::Builder::new().name("cuzk-preload".into()).spawn(move || {
+            for proof in proofs {
+                if let Err(e) = cache.get(proof) {
+                    warn!(proof = ?proof, error = %e, "preloading parameters failed");
+                }
+            }
+        })?;
+        Ok(())
     }
 
     /// The directory parameters are read from.
@@ -253,6 +273,15 @@ impl ParamCache {
             f(&key);
         }
         Ok(key)
+    }
+}
+
+impl ParameterSource for ParamCache {
+    fn seal_params(&self, proof: RegisteredSealProof) -> Result<Arc<ProvingKey>, StageError> {
+        self.get(proof)
+    }
+    fn ipp_srs(&self) -> Result<Arc<IppSrs>, StageError> {
+        ParamCache::ipp_srs(self)
     }
 }
 

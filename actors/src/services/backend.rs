@@ -1,0 +1,118 @@
+//! Backend choice: the `[backend]` section and the implementation of the StagePcie
+//! and ProveGpu stages it selects (CPU, or CUDA when a GPU is usable), plus the
+//! host-memory policy that follows from it.
+
+use std::sync::Arc;
+
+use cuzk_gpu::{
+    cpu::CpuBackend,
+    cuda::{CudaBackend, CudaOptions},
+    Backend,
+};
+use serde::Deserialize;
+use tracing::info;
+
+use crate::{
+    budget::BudgetConfig,
+    ground::{ByteSize, EngineError, MemoryLimit},
+};
+
+/// Which implementation runs the StagePcie and ProveGpu stages.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// The GPU when one is usable, the CPU otherwise (logged at start).
+    #[default]
+    Auto,
+    /// Always the CPU.
+    Cpu,
+    /// The GPU; the engine refuses to start without one.
+    Gpu,
+}
+
+/// `[backend]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackendConfig {
+    /// "auto", "cpu" or "gpu".
+    pub kind: BackendKind,
+    /// GPU indices to use (among usable devices); empty = all.
+    pub devices: Vec<usize>,
+    /// Keep parameter points resident in device memory when they fit (else they are
+    /// streamed from host memory for every MSM).
+    pub srs_resident: bool,
+    /// Device memory kept free for MSM temporaries and other processes.
+    pub vram_margin: ByteSize,
+    /// Bound of the pinned host memory StagePcie stages partitions in (uploads from it
+    /// run at full PCIe speed); 0 = stage from pageable memory.
+    pub pinned_memory: ByteSize,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            kind: BackendKind::Auto,
+            devices: Vec::new(),
+            srs_resident: true,
+            vram_margin: ByteSize(4 << 30),
+            pinned_memory: ByteSize(16 << 30),
+        }
+    }
+}
+
+/// The backend in use and how many devices it drives.
+pub struct SelectedBackend {
+    pub backend: Arc<dyn Backend>,
+    pub devices: usize,
+    /// A GPU backend (B_G2 placement "auto" keeps B_G2 on it).
+    pub on_device: bool,
+    /// Host bytes the backend pins outside the host budget's ledger (its pinned
+    /// host pool's bound); an "auto" host budget leaves them room.
+    pub pinned_bytes: u64,
+}
+
+impl SelectedBackend {
+    /// The host budget: `budget.host_memory`, less what the backend pins when it is
+    /// "auto" (a configured size is taken as it is).
+    ///
+    /// # Errors
+    /// When the machine's memory cannot be read for "auto".
+    pub fn host_budget(&self, budget: &BudgetConfig) -> Result<u64, String> {
+        let bytes = budget.host_bytes()?;
+        Ok(match budget.host_memory {
+            MemoryLimit::Auto => bytes.saturating_sub(self.pinned_bytes),
+            MemoryLimit::Bytes(_) => bytes,
+        })
+    }
+}
+
+/// Picks the backend from config: "auto" takes the GPU when one is usable and says
+/// why not otherwise; "gpu" refuses to start without one.
+///
+/// # Errors
+/// [`EngineError::Backend`] when `kind = "gpu"` and no GPU backend is usable.
+pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineError> {
+    let cpu = || SelectedBackend { backend: Arc::new(CpuBackend), devices: 1, on_device: false, pinned_bytes: 0 };
+    if cfg.kind == BackendKind::Cpu {
+        info!(backend = "cpu", reason = "configured", "backend selected");
+        return Ok(cpu());
+    }
+    let opts = CudaOptions {
+        devices: cfg.devices.clone(),
+        srs_resident: cfg.srs_resident,
+        vram_margin: cfg.vram_margin.0,
+        pinned_memory: cfg.pinned_memory.0,
+    };
+    match CudaBackend::new(opts) {
+        Ok(b) => {
+            let devices = b.devices().len();
+            info!(backend = "cuda", devices, "backend selected");
+            Ok(SelectedBackend { backend: Arc::new(b), devices, on_device: true, pinned_bytes: cfg.pinned_memory.0 })
+        }
+        Err(e) if cfg.kind == BackendKind::Auto => {
+            info!(backend = "cpu", reason = %e, "backend selected");
+            Ok(cpu())
+        }
+        Err(e) => Err(EngineError::Backend(format!("backend.kind = \"gpu\": {e}"))),
+    }
+}

@@ -1,0 +1,21 @@
+//! cuzk-core: the few types that synthesis, parameters and the proving backends all
+//! speak, so that none of those crates has to import another.
+//!
+//! - [`CircuitShape`]: the sizes of a synthesized circuit, which parameters are checked
+//!   against and backends allocate for.
+//! - [`Evals`]: a partition's a, b, c evaluations, on the heap or in an [`EvalBuffer`]
+//!   that a backend lends through an [`EvalAlloc`] (the CUDA backend lends pinned
+//!   memory, so synthesis writes a/b/c where the upload reads them).
+//!
+//! It depends on blstrs alone.
+
+#![deny(unsafe_code)]
+
+mod evals;
+mod shape;
+
+pub use evals::{EvalAlloc, EvalBuffer, Evals};
+pub use shape::CircuitShape;
+
+/// The scalar field every circuit here is over (BLS12-381's Fr).
+pub use blstrs::Scalar;

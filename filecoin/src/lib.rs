@@ -1,0 +1,40 @@
+//! cuzk-filecoin: everything Filecoin, above the generic synthesis crate.
+//!
+//! Use it to turn what a sealing scheduler sends into circuits cuzk can prove, and to
+//! check what comes out the way the chain does:
+//! - [`c1`]: the PoRep commit phase 1 output, in both formats operators have, parsed
+//!   and checked ([`parse_c1`]);
+//! - [`porep`]: one circuit per partition ([`partition_circuits`]) and the blank
+//!   circuit its parameters are made for ([`blank_circuit`]);
+//! - [`params`]: Filecoin's parameter cache and file names;
+//! - [`verify`]: filecoin-proofs' verifiers;
+//! - [`aggregate`]: SnarkPack for non-interactive PoRep, and its inner-product SRS;
+//! - [`registry`]: registered proofs and ids as filecoin-ffi numbers them;
+//! - [`fixture`]: test sectors sealed with filecoin-proofs.
+//!
+//! It knows no actors and no GPU: the engine (cuzk-actors) calls it at its edges.
+
+#![deny(unsafe_code)]
+
+pub mod aggregate;
+pub mod c1;
+mod error;
+pub mod fixture;
+pub mod params;
+pub mod porep;
+pub mod registry;
+pub mod verify;
+
+pub use aggregate::{
+    aggregate_ni_porep, ipp_srs_bytes, ipp_srs_file, load_ipp_srs, write_fake_ipp_srs, IppSrs, IPP_SRS_FILE,
+};
+pub use c1::{parse_c1, C1Format, ParsedC1};
+pub use error::PorepError;
+pub use fixture::{generate_c1, C1Fixture};
+pub use params::{default_parameter_cache, parameter_files};
+pub use porep::{blank_circuit, partition_circuits, BlankPorep, PorepPartition};
+pub use registry::{
+    is_non_interactive, proof_for_sector_size, proof_from_number, proof_number, prover_id_from_actor,
+    RegisteredSealProof,
+};
+pub use verify::verify_seal;

@@ -1,0 +1,146 @@
+//! PoRep circuits: one per partition of a parsed C1 output, ready to synthesize, and
+//! the blank circuit a proof type's parameters are made for.
+
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{
+    as_safe_commitment, parameters::setup_params, DefaultPieceDomain, DefaultPieceHasher, MerkleTreeTrait,
+    SectorShapeBase, SectorShapeSub8, SectorShapeTop2,
+};
+use cuzk_synth::{synthesize_in, Assignment, Precompiled, SynthError, SynthMode};
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
+
+use crate::{ParsedC1, PorepError, RegisteredSealProof};
+
+type SynthFn = Box<dyn FnOnce(SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> + Send>;
+
+/// One partition, ready to synthesize (its circuit type erased).
+pub struct PorepPartition(SynthFn);
+
+impl PorepPartition {
+    /// Synthesizes the partition's circuit.
+    ///
+    /// # Errors
+    /// The circuit's synthesis error.
+    pub fn synthesize(self) -> Result<Assignment, SynthError> {
+        (self.0)(SynthMode::Plain).map(|(a, _)| a)
+    }
+
+    /// Synthesizes the partition's circuit in `mode`; the recording is returned for
+    /// [`SynthMode::Record`] (`None` if the circuit was too large to record).
+    ///
+    /// # Errors
+    /// The circuit's synthesis error, or a structure mismatch in
+    /// [`SynthMode::Precompiled`].
+    pub fn synthesize_with(self, mode: SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> {
+        (self.0)(mode)
+    }
+}
+
+fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTreeHasher>>(
+    c1: ParsedC1,
+) -> Result<Vec<PorepPartition>, PorepError> {
+    let err = |e: anyhow::Error| PorepError::Circuit(format!("{e:#}"));
+    let proof = c1.output.registered_proof;
+    let o = c1.output;
+    let vanilla: Vec<Vec<_>> = o.vanilla_proofs.try_into().map_err(|_| PorepError::WrongShape { proof })?;
+    let config = proof.as_v1_config();
+    let comm_r = as_safe_commitment::<<Tree::Hasher as Hasher>::Domain, _>(&o.comm_r, "comm_r").map_err(err)?;
+    let comm_d = DefaultPieceDomain::try_from_bytes(&o.comm_d).map_err(err)?;
+    let public_inputs = stacked::PublicInputs::<<Tree::Hasher as Hasher>::Domain, DefaultPieceDomain> {
+        replica_id: o.replica_id,
+        tau: Some(stacked::Tau { comm_d, comm_r }),
+        k: None,
+        seed: Some(o.seed),
+    };
+    let setup = compound_proof::SetupParams {
+        vanilla_params: setup_params(&config).map_err(err)?,
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&setup)
+    .map_err(err)?;
+    vanilla
+        .iter()
+        .enumerate()
+        .map(|(k, v)| {
+            let circuit = StackedCompound::<Tree, DefaultPieceHasher>::circuit(
+                &public_inputs,
+                (),
+                v,
+                &public_params.vanilla_params,
+                Some(k),
+            )
+            .map_err(err)?;
+            Ok(PorepPartition(Box::new(move |mode| synthesize_in(circuit, mode))))
+        })
+        .collect()
+}
+
+/// One circuit per partition, in partition order.
+///
+/// # Errors
+/// [`PorepError::WrongShape`] when the vanilla proofs do not match the proof type,
+/// [`PorepError::Circuit`] when filecoin-proofs refuses them.
+pub fn partition_circuits(c1: ParsedC1) -> Result<Vec<PorepPartition>, PorepError> {
+    match u64::from(c1.output.registered_proof.sector_size()) {
+        2048 | 8_388_608 | 536_870_912 => circuits::<SectorShapeBase>(c1),
+        34_359_738_368 => circuits::<SectorShapeSub8>(c1),
+        68_719_476_736 => circuits::<SectorShapeTop2>(c1),
+        _ => Err(PorepError::Unsupported(c1.output.registered_proof, "unknown sector size")),
+    }
+}
+
+/// The blank (witness-free) circuit of a proof type: what its parameters are made for.
+pub enum BlankPorep {
+    Base(stacked::StackedCircuit<SectorShapeBase, DefaultPieceHasher>),
+    Sub8(stacked::StackedCircuit<SectorShapeSub8, DefaultPieceHasher>),
+    Top2(stacked::StackedCircuit<SectorShapeTop2, DefaultPieceHasher>),
+}
+
+impl bellperson::Circuit<blstrs::Scalar> for BlankPorep {
+    fn synthesize<CS: bellperson::ConstraintSystem<blstrs::Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        match self {
+            BlankPorep::Base(c) => c.synthesize(cs),
+            BlankPorep::Sub8(c) => c.synthesize(cs),
+            BlankPorep::Top2(c) => c.synthesize(cs),
+        }
+    }
+}
+
+fn blank<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredSealProof,
+) -> Result<stacked::StackedCircuit<Tree, DefaultPieceHasher>, PorepError> {
+    let err = |e: anyhow::Error| PorepError::Circuit(format!("{e:#}"));
+    let config = proof.as_v1_config();
+    let setup = compound_proof::SetupParams {
+        vanilla_params: setup_params(&config).map_err(err)?,
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    let pp = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&setup)
+    .map_err(err)?;
+    Ok(<StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::blank_circuit(&pp.vanilla_params))
+}
+
+/// The blank circuit of `proof`.
+///
+/// # Errors
+/// [`PorepError::Unsupported`] for an unknown sector size; setup errors.
+pub fn blank_circuit(proof: RegisteredSealProof) -> Result<BlankPorep, PorepError> {
+    Ok(match u64::from(proof.sector_size()) {
+        2048 | 8_388_608 | 536_870_912 => BlankPorep::Base(blank(proof)?),
+        34_359_738_368 => BlankPorep::Sub8(blank(proof)?),
+        68_719_476_736 => BlankPorep::Top2(blank(proof)?),
+        _ => return Err(PorepError::Unsupported(proof, "unknown sector size")),
+    })
+}

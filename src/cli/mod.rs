@@ -1,0 +1,149 @@
+//! The command line: clap's top-level [`Cli`] and [`Command`], the dispatch to one
+//! module per command, and what several commands share (config, parameter loading,
+//! progress bars, the synthetic circuit's flags).
+
+mod bench;
+mod daemon;
+mod gen_c1;
+mod prove;
+mod srs;
+
+use std::{
+    io::IsTerminal,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Result};
+use clap::{Args, Parser, Subcommand};
+use cuzk::{config::Config, LoadOptions, ProvingKey, SyntheticSpec};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tracing::info;
+
+#[derive(Parser)]
+#[command(name = "cuzk", version, about = "Pipelined Groth16 proving engine for Filecoin")]
+pub struct Cli {
+    /// Configuration file (see the documented config.toml); defaults when absent.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parameter (SRS) files.
+    Srs {
+        #[command(subcommand)]
+        cmd: srs::SrsCmd,
+    },
+    /// Prove synthetic circuits through the pipeline.
+    Prove(prove::ProveArgs),
+    /// Benchmark the pipeline on a stream of synthetic proofs and report the bottleneck;
+    /// `bench batch` drives a running daemon, `bench sweep` tries worker counts.
+    Bench(Box<bench::BenchCmd>),
+    /// Seal random data with filecoin-proofs and write its C1 output (test fixture).
+    GenC1(gen_c1::GenC1Args),
+    /// Serve the cuzk.v1 gRPC API and Prometheus metrics until SIGINT/SIGTERM.
+    Daemon,
+}
+
+impl Cli {
+    /// Runs the command with `cfg` (read from [`Cli::config`]); the exit code it
+    /// chose, or the error that ended it.
+    pub fn run(self, cfg: &Config) -> Result<ExitCode> {
+        match self.cmd {
+            Command::Srs { cmd } => srs::run(cfg, cmd),
+            Command::Prove(a) => prove::run(cfg, a),
+            Command::Bench(b) => bench::run(cfg, self.config.as_deref(), *b),
+            Command::GenC1(a) => gen_c1::run(a),
+            Command::Daemon => daemon::run(cfg),
+        }
+    }
+}
+
+/// Which synthetic circuit.
+#[derive(Args, Clone)]
+struct CircuitArgs {
+    /// 2^K constraints.
+    #[arg(long, value_name = "K", conflicts_with = "constraints")]
+    synthetic: Option<u32>,
+    /// Exactly N constraints (any N).
+    #[arg(long, value_name = "N")]
+    constraints: Option<usize>,
+    /// Public inputs (not counting ONE).
+    #[arg(long, default_value_t = 2)]
+    public_inputs: usize,
+    /// Fraction of constraints whose A side uses a variable.
+    #[arg(long, default_value_t = 1.0)]
+    a_density: f64,
+    /// Fraction of constraints whose B side uses a variable.
+    #[arg(long, default_value_t = 1.0)]
+    b_density: f64,
+}
+
+impl CircuitArgs {
+    fn spec(&self) -> Result<SyntheticSpec> {
+        let constraints = match (self.synthetic, self.constraints) {
+            (Some(k), None) if k <= 32 => 1usize << k,
+            (Some(k), None) => bail!("--synthetic {k}: at most 32 (BLS12-381's largest NTT domain)"),
+            (None, Some(n)) => n,
+            _ => bail!("give --synthetic K or --constraints N (or, where supported, --porep / --c1)"),
+        };
+        let spec = SyntheticSpec {
+            constraints,
+            public_inputs: self.public_inputs,
+            a_density: self.a_density,
+            b_density: self.b_density,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+/// A progress bar of `len` steps, or a spinner; drawn only when stderr is a terminal.
+fn progress(len: Option<u64>, msg: &str) -> ProgressBar {
+    let pb = match len {
+        Some(n) => ProgressBar::new(n).with_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed_precise} eta {eta}")
+                .expect("static template")
+                .progress_chars("=> "),
+        ),
+        None => {
+            let pb = ProgressBar::new_spinner();
+            pb.enable_steady_tick(Duration::from_millis(200));
+            pb
+        }
+    };
+    pb.set_message(msg.to_string());
+    // Quiet in pipes and CI: progress only on a terminal.
+    if !std::io::stderr().is_terminal() {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    pb
+}
+
+/// The config file at `path`, or the defaults when none is given.
+pub fn load_config(path: Option<&Path>) -> Result<Config> {
+    Ok(match path {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    })
+}
+
+/// Loads a parameter file (with `[srs] subgroup_checks`) and logs how fast.
+fn load_params(path: &Path, cfg: &Config) -> Result<Arc<ProvingKey>> {
+    let t = Instant::now();
+    let key = ProvingKey::load(path, LoadOptions { subgroup_checks: cfg.srs.subgroup_checks })?;
+    let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    info!(
+        file = %path.display(),
+        bytes,
+        ms = t.elapsed().as_millis() as u64,
+        gb_per_s = format!("{:.2}", bytes as f64 / 1e9 / t.elapsed().as_secs_f64().max(1e-9)),
+        "parameters loaded"
+    );
+    Ok(Arc::new(key))
+}

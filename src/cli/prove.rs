@@ -1,0 +1,331 @@
+//! `cuzk prove`: synthetic circuits through the pipeline, or with `--c1` a Filecoin
+//! sector's commit phase 2 (cuzk, or filecoin-proofs with `--baseline`), with a
+//! timing report and optional `verify_seal`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    sync::mpsc,
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cuzk::{
+    bench::{self, fmt_bytes},
+    config::Config,
+    gpu::pinned::PinnedStats,
+    Engine, EngineConfig, JobHandle, JobSpec, JobTimings, StageName, SubmitError,
+};
+
+use super::{load_params, progress, CircuitArgs};
+
+#[derive(Args)]
+pub struct ProveArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Parameter file for the synthetic circuit.
+    #[arg(long, value_name = "FILE", required_unless_present = "c1")]
+    params: Option<PathBuf>,
+    /// A Filecoin C1 output (filecoin-proofs-api JSON or the Lotus/Curio wrapper):
+    /// prove the sector's commit phase 2.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["synthetic", "constraints", "params"], requires_all = ["prover_id", "sector_id"])]
+    c1: Option<PathBuf>,
+    /// Prover id (32 bytes hex, or an actor id like 1000 / f01000).
+    #[arg(long, value_name = "HEX")]
+    prover_id: Option<String>,
+    /// Sector number.
+    #[arg(long, value_name = "N")]
+    sector_id: Option<u64>,
+    /// Filecoin parameter cache (default: [ingest] param_cache, FIL_PROOFS_PARAMETER_CACHE,
+    /// /var/tmp/filecoin-proof-parameters).
+    #[arg(long, value_name = "DIR")]
+    param_cache: Option<PathBuf>,
+    /// With --c1: run filecoin-proofs' own `seal_commit_phase2` (bellperson CPU
+    /// prover) instead of cuzk, for comparison.
+    #[arg(long, requires = "c1")]
+    baseline: bool,
+    /// Number of proofs.
+    #[arg(long, default_value_t = 1)]
+    count: usize,
+    /// Makes witnesses and r/s deterministic (default: random).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write the proof here: the partition proofs back to back (192 bytes each), or for
+    /// non-interactive PoRep the aggregate; with --count, one after another.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Verify every proof; exit non-zero unless all verify.
+    #[arg(long)]
+    verify: bool,
+}
+
+pub fn run(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
+    if let Some(c1) = a.c1.clone() {
+        return prove_c1(cfg, &a, &c1);
+    }
+    let spec = a.circuit.spec()?;
+    if a.count == 0 {
+        bail!("--count must be at least 1");
+    }
+    let srs = load_params(a.params.as_deref().context("--params is required")?, cfg)?;
+    let engine = Engine::start(cfg.engine.clone())?;
+    let seed = a.seed.unwrap_or_else(rand::random);
+    let pb = progress(Some(a.count as u64), "proving");
+    let outcome = bench::run_synthetic_stream(&engine, srs.clone(), spec, a.count, seed, || pb.inc(1));
+    pb.finish_and_clear();
+    engine.shutdown();
+    let failed: Vec<_> =
+        outcome.results.iter().enumerate().filter_map(|(i, r)| r.as_ref().err().map(|e| (i, e))).collect();
+    for (i, e) in &failed {
+        eprintln!("proof {i} failed: {e}");
+    }
+    if let Some(out) = &a.out {
+        let mut bytes = Vec::new();
+        for (p, _) in outcome.results.iter().flatten() {
+            p.write(&mut bytes)?;
+        }
+        std::fs::write(out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+    }
+    println!(
+        "{} proofs in {:.2} s ({:.2} s/proof)",
+        outcome.results.len() - failed.len(),
+        outcome.wall.as_secs_f64(),
+        outcome.wall.as_secs_f64() / a.count as f64
+    );
+    if !failed.is_empty() {
+        return Ok(ExitCode::FAILURE);
+    }
+    if a.verify {
+        let (ok, bad) = bench::verify_all(&srs.vk, &outcome);
+        for b in &bad {
+            eprintln!("{b}");
+        }
+        println!("verified {ok}/{}", a.count);
+        if ok != a.count {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The sector a `--c1` run proves.
+struct Sector {
+    /// The C1 output as given (JSON or the Lotus/Curio wrapper).
+    c1: Vec<u8>,
+    prover_id: [u8; 32],
+    sector_id: u64,
+}
+
+/// What a `--c1` run produced: each proof's bytes, and when each finished, counted
+/// from the run's start.
+struct C1Run {
+    proofs: Vec<Vec<u8>>,
+    done: Vec<Duration>,
+}
+
+/// `prove --c1`: `--count` proofs of one sector's commit phase 2, then the timing
+/// report, `--out` and `--verify`.
+fn prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
+    let prover_id = parse_prover_id(a.prover_id.as_deref().context("--prover-id is required with --c1")?)?;
+    let sector_id = a.sector_id.context("--sector-id is required with --c1")?;
+    let mut engine_cfg = cfg.engine.clone();
+    if let Some(dir) = &a.param_cache {
+        engine_cfg.ingest.param_cache = dir.clone();
+    }
+    let cache = engine_cfg.ingest.param_cache_dir();
+    let c1 = std::fs::read(c1_path).with_context(|| format!("reading {}", c1_path.display()))?;
+    // filecoin-proofs finds parameters and verifying keys through this variable.
+    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
+    if a.count == 0 {
+        bail!("--count must be at least 1");
+    }
+    let sector = Sector { c1, prover_id, sector_id };
+    let t = Instant::now();
+    let mut run =
+        if a.baseline { baseline(&sector, a.count, t)? } else { pipeline(engine_cfg, &sector, a.count, a.seed, t)? };
+    report_times(t, &mut run.done);
+    let proof: Vec<u8> = run.proofs.concat();
+    if let Some(p) = &a.out {
+        std::fs::write(p, &proof).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if a.verify {
+        let ok = verify(&sector, &run.proofs)?;
+        println!("verify_seal: {}", if ok { "valid" } else { "INVALID" });
+        if !ok {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// filecoin-proofs' own `seal_commit_phase2`, `count` times in a row.
+fn baseline(sector: &Sector, count: usize, t: Instant) -> Result<C1Run> {
+    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count) };
+    for _ in 0..count {
+        let c1 = cuzk::filecoin::parse_c1(&sector.c1, usize::MAX)?;
+        let out = filecoin_proofs_api::seal::seal_commit_phase2(
+            c1.output,
+            sector.prover_id,
+            filecoin_proofs_api::SectorId::from(sector.sector_id),
+        )?;
+        run.done.push(t.elapsed());
+        run.proofs.push(out.proof);
+    }
+    println!("filecoin-proofs seal_commit_phase2: {count} proof(s), {} bytes each", run.proofs[0].len());
+    Ok(run)
+}
+
+/// A submitted job and the instant it was submitted, or why submission failed.
+type Submitted = Result<(Instant, JobHandle), SubmitError>;
+
+/// `count` proofs through the cuzk pipeline, submitted from a thread while results
+/// are awaited here; prints the per-stage report.
+fn pipeline(engine_cfg: EngineConfig, sector: &Sector, count: usize, seed: Option<u64>, t: Instant) -> Result<C1Run> {
+    let engine = Engine::start(engine_cfg)?;
+    let (submitter, rx) = submit_all(&engine, sector, count, seed);
+    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count) };
+    let mut partitions = 0;
+    let mut result = Ok(());
+    let mut busy = [Duration::ZERO; StageName::ALL.len()];
+    let mut ops = JobTimings::default();
+    for h in rx {
+        let r = h
+            .map_err(anyhow::Error::from)
+            .and_then(|(submitted, h)| h.wait_blocking().map(|o| (submitted, o)).map_err(anyhow::Error::from));
+        match r {
+            Ok((submitted, out)) => {
+                // Results are awaited in submission order; record when each
+                // one actually finished.
+                run.done.push((submitted + out.timings.total).duration_since(t));
+                for (acc, st) in busy.iter_mut().zip(out.timings.stages.iter()) {
+                    *acc += st.busy;
+                }
+                ops.add_ops(&out.timings.ops);
+                partitions = out.proofs.len();
+                run.proofs.push(out.proof_bytes());
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    let _ = submitter.join();
+    let pinned = engine.pinned();
+    engine.shutdown();
+    result?;
+    println!(
+        "cuzk ({}): {count} proof(s) of {partitions} partition(s), {} bytes each",
+        engine.backend(),
+        run.proofs[0].len()
+    );
+    report_stages(t, count, &busy, &ops, pinned);
+    Ok(run)
+}
+
+/// Submits `count` jobs for `sector` from a new thread (submission blocks on
+/// backpressure) and sends each handle, with its submission instant, to the receiver.
+fn submit_all(
+    engine: &Engine,
+    sector: &Sector,
+    count: usize,
+    seed: Option<u64>,
+) -> (JoinHandle<()>, mpsc::Receiver<Submitted>) {
+    let (tx, rx) = mpsc::channel();
+    let (engine, c1, prover_id, sector_id) = (engine.clone(), sector.c1.clone(), sector.prover_id, sector.sector_id);
+    let submitter = std::thread::spawn(move || {
+        for i in 0..count {
+            let mut job = JobSpec::porep_c1(c1.clone(), prover_id, sector_id);
+            if let Some(s) = seed {
+                job = job.with_seed(s.wrapping_add(i as u64));
+            }
+            // Submission starts the job's clock (`timings.total`), so this
+            // instant plus its total is when it finished.
+            let submitted = Instant::now();
+            if tx.send(engine.submit_blocking(job).map(|h| (submitted, h))).is_err() {
+                break;
+            }
+        }
+    });
+    (submitter, rx)
+}
+
+/// The pipeline's report: busy time per stage, operations per proof, the pinned pool.
+fn report_stages(t: Instant, count: usize, busy: &[Duration], ops: &JobTimings, pinned: Option<PinnedStats>) {
+    // Busy time per stage over the run, as a share of the wall time: a stage near
+    // its worker count x 100% is the one that limits the stream.
+    let wall = t.elapsed().as_secs_f64();
+    let shares: Vec<String> = StageName::ALL
+        .iter()
+        .map(|s| format!("{} {:.0}%", s.as_str(), 100.0 * busy[s.index()].as_secs_f64() / wall))
+        .collect();
+    println!("stage busy / wall: {}", shares.join(", "));
+    // Operations summed over the run (synthesis kind, each MSM, ...), per proof.
+    let per: Vec<String> =
+        ops.ops.iter().map(|(n, d)| format!("{n} {:.0} ms", d.as_secs_f64() * 1e3 / count as f64)).collect();
+    println!("ops per proof: {}", per.join(", "));
+    if let Some(p) = pinned {
+        println!(
+            "pinned pool: {} a/b/c buffers lent to synthesis, {} requests refused, {} allocated",
+            p.lent,
+            p.fallbacks,
+            fmt_bytes(p.allocated)
+        );
+    }
+}
+
+/// Wall time, s/proof, the first proof's latency and the steady rate after it (the
+/// first includes loading parameters), peak RSS. Sorts `done`.
+fn report_times(t: Instant, done: &mut [Duration]) {
+    let count = done.len();
+    done.sort();
+    let wall = t.elapsed().as_secs_f64();
+    print!("wall {wall:.2} s, {:.3} s/proof, first proof {:.2} s", wall / count as f64, done[0].as_secs_f64());
+    if count > 1 {
+        let steady = (done[count - 1] - done[0]).as_secs_f64() / (count - 1) as f64;
+        print!(", then {steady:.3} s/proof");
+    }
+    println!(", peak RSS {}", fmt_bytes(bench::peak_rss_bytes().unwrap_or(0)));
+}
+
+/// Whether every proof passes filecoin-proofs' `verify_seal` for `sector`.
+fn verify(sector: &Sector, proofs: &[Vec<u8>]) -> Result<bool> {
+    let c1 = cuzk::filecoin::parse_c1(&sector.c1, usize::MAX)?;
+    let o = &c1.output;
+    let mut ok = true;
+    for p in proofs {
+        ok &= cuzk::filecoin::verify_seal(
+            c1.registered_proof(),
+            o.comm_r,
+            o.comm_d,
+            sector.prover_id,
+            sector.sector_id,
+            o.ticket,
+            o.seed,
+            p,
+        )?;
+    }
+    Ok(ok)
+}
+
+/// A prover id: 64 hex digits, or an actor id (`1000`, `f01000`, `t01000`) turned into
+/// bytes the way Lotus does (unsigned LEB128 of the id, zero-padded to 32 bytes).
+fn parse_prover_id(s: &str) -> Result<[u8; 32]> {
+    let t = s.trim().trim_start_matches("0x");
+    if t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()) {
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&t[2 * i..2 * i + 2], 16)?;
+        }
+        return Ok(out);
+    }
+    let digits = t.trim_start_matches(['f', 't']).trim_start_matches('0');
+    let id: u64 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().with_context(|| format!("prover id `{s}`: not 64 hex digits nor an actor id"))?
+    };
+    Ok(cuzk::filecoin::prover_id_from_actor(id))
+}

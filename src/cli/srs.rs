@@ -1,0 +1,183 @@
+//! `cuzk srs gen | info | load-bench`: generate test parameters (synthetic circuits
+//! or Filecoin's PoRep), print a parameter file's sizes, time loading one.
+
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use cuzk::{bench::fmt_bytes, config::Config, LoadOptions, ProvingKey, SyntheticCircuit, SyntheticSpec};
+use rand::SeedableRng;
+use tracing::info;
+
+use super::{load_params, progress, CircuitArgs};
+
+#[derive(Subcommand)]
+pub enum SrsCmd {
+    /// Generate random (test-only) parameters for a synthetic circuit.
+    Gen(SrsGenArgs),
+    /// Print the sizes in a parameter file.
+    Info {
+        /// Parameter file in bellperson format.
+        file: PathBuf,
+    },
+    /// Time loading a parameter file with cuzk (mmap + parallel decode) and with
+    /// bellperson (`Parameters::read`, `build_mapped_parameters`), same file, same run.
+    LoadBench {
+        /// Parameter file in bellperson format.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args)]
+pub struct SrsGenArgs {
+    #[command(flatten)]
+    circuit: CircuitArgs,
+    /// Output file (synthetic circuits).
+    #[arg(long, value_name = "FILE", required_unless_present = "porep")]
+    out: Option<PathBuf>,
+    /// Parameters for Filecoin's PoRep circuit of this sector size (2KiB, 8MiB,
+    /// 512MiB, ...; API v1.1), written under Filecoin's names into --cache.
+    #[arg(long, value_name = "SIZE", conflicts_with_all = ["synthetic", "constraints", "out"])]
+    porep: Option<String>,
+    /// Parameter cache directory for --porep (default: FIL_PROOFS_PARAMETER_CACHE or
+    /// /var/tmp/filecoin-proof-parameters).
+    #[arg(long, value_name = "DIR", requires = "porep")]
+    cache: Option<PathBuf>,
+    /// Seed of the toxic waste (default: random). Test parameters only.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Which generator: cuzk's (fast) or bellperson's `generate_random_parameters`.
+    #[arg(long, value_enum, default_value = "cuzk")]
+    generator: Generator,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generator {
+    Cuzk,
+    Bellperson,
+}
+
+pub fn run(cfg: &Config, cmd: SrsCmd) -> Result<ExitCode> {
+    match cmd {
+        SrsCmd::LoadBench { file } => load_bench(&file)?,
+        SrsCmd::Gen(a) => match &a.porep {
+            Some(size) => gen_porep(size, a.cache.clone(), a.seed)?,
+            None => generate(a.circuit.spec()?, a.seed, a.out.as_deref().context("--out is required")?, a.generator)?,
+        },
+        SrsCmd::Info { file } => {
+            let k = load_params(&file, cfg)?;
+            println!(
+                "{}: inputs {} (with ONE), domain {} (2^{}), h {}, l {}, a {}, b_g1 {}, b_g2 {}, {} decoded",
+                file.display(),
+                k.num_inputs(),
+                k.domain_size(),
+                k.domain_size().trailing_zeros(),
+                k.h.len(),
+                k.l.len(),
+                k.a.len(),
+                k.b_g1.len(),
+                k.b_g2.len(),
+                fmt_bytes(k.heap_bytes())
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Random parameters for the synthetic circuit `spec`, written to `out`.
+pub fn generate(spec: SyntheticSpec, seed: Option<u64>, out: &Path, generator: Generator) -> Result<()> {
+    let pb = progress(None, &format!("generating parameters for {} constraints", spec.constraints));
+    let t = Instant::now();
+    let mut rng = match seed {
+        Some(s) => rand_chacha::ChaCha20Rng::seed_from_u64(s),
+        None => rand_chacha::ChaCha20Rng::from_entropy(),
+    };
+    let circuit = SyntheticCircuit::new(spec, 0)?;
+    let key = match generator {
+        Generator::Cuzk => cuzk::srs::generate_random(circuit, &mut rng)?,
+        Generator::Bellperson => cuzk::srs::generate_bellperson(circuit, &mut rng)?,
+    };
+    let gen_ms = t.elapsed().as_millis() as u64;
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    key.write(out)?;
+    pb.finish_and_clear();
+    info!(file = %out.display(), constraints = spec.constraints, generate_ms = gen_ms, total_ms = t.elapsed().as_millis() as u64, "parameters written");
+    Ok(())
+}
+
+/// Random parameters for Filecoin's PoRep circuit, under Filecoin's file names, with
+/// the verifying key beside them (what filecoin-proofs' verify_seal reads).
+fn gen_porep(size: &str, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()> {
+    use cuzk::filecoin as fil;
+    let proof = fil::proof_for_sector_size(size).map_err(anyhow::Error::msg)?;
+    let dir = cache.unwrap_or_else(fil::default_parameter_cache);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (params, vk) = fil::parameter_files(&dir, proof)?;
+    let pb = progress(None, &format!("generating test parameters for {proof:?}"));
+    let t = Instant::now();
+    let mut rng = match seed {
+        Some(s) => rand_chacha::ChaCha20Rng::seed_from_u64(s),
+        None => rand_chacha::ChaCha20Rng::from_entropy(),
+    };
+    let key = cuzk::srs::generate_random(fil::blank_circuit(proof)?, &mut rng)?;
+    key.write(&params)?;
+    let mut f = std::fs::File::create(&vk).with_context(|| format!("creating {}", vk.display()))?;
+    key.vk.write(&mut f)?;
+    pb.finish_and_clear();
+    println!(
+        "{proof:?}: {} (domain 2^{}, {} aux) and {} in {:.1} s",
+        params.display(),
+        key.domain_size().trailing_zeros(),
+        key.l.len(),
+        vk.display(),
+        t.elapsed().as_secs_f64()
+    );
+    // Non-interactive PoRep (API v1.2) proves with the same parameter file and then
+    // aggregates with the inner-product SRS: write a fake one unless one is there
+    // (never replace what may be the production file).
+    let ipp = fil::ipp_srs_file(&dir);
+    if !ipp.exists() {
+        fil::write_fake_ipp_srs(&ipp, FAKE_IPP_PROOFS, seed.unwrap_or_else(rand::random))?;
+        println!("fake inner-product SRS for up to {FAKE_IPP_PROOFS} aggregated proofs: {}", ipp.display());
+    }
+    Ok(())
+}
+
+/// Proofs a fake inner-product SRS can aggregate: a 32GiB/64GiB NI-PoRep's 126
+/// partitions pad to 128.
+const FAKE_IPP_PROOFS: usize = 128;
+
+/// `srs load-bench`: cuzk's loader against bellperson's readers on the same file.
+fn load_bench(file: &Path) -> Result<()> {
+    use bellperson::groth16::Parameters;
+    let bytes = std::fs::metadata(file).with_context(|| format!("{}", file.display()))?.len();
+    let gbps = |d: Duration| bytes as f64 / 1e9 / d.as_secs_f64();
+    // Warm the page cache once so every reader sees the same state.
+    let _ = std::fs::read(file)?;
+    let mut rows = Vec::new();
+    for checked in [false, true] {
+        let t = Instant::now();
+        let k = ProvingKey::load(file, LoadOptions { subgroup_checks: checked })?;
+        rows.push((format!("cuzk ProvingKey::load (subgroup checks: {checked})"), t.elapsed()));
+        drop(k);
+        let t = Instant::now();
+        let p = Parameters::<blstrs::Bls12>::read(std::io::BufReader::new(std::fs::File::open(file)?), checked)?;
+        rows.push((format!("bellperson Parameters::read (checked: {checked})"), t.elapsed()));
+        drop(p);
+    }
+    let t = Instant::now();
+    let m = Parameters::<blstrs::Bls12>::build_mapped_parameters(file.to_path_buf(), false)?;
+    rows.push(("bellperson build_mapped_parameters (offsets only; decodes per proof)".into(), t.elapsed()));
+    drop(m);
+    println!("{} ({}):", file.display(), fmt_bytes(bytes));
+    for (what, d) in rows {
+        println!("  {what:<70} {:>8.3} s  {:>6.2} GB/s", d.as_secs_f64(), gbps(d));
+    }
+    Ok(())
+}
