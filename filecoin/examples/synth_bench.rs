@@ -1,7 +1,7 @@
 //! Times one PoRep partition's synthesis three ways: plain (bellperson semantics),
 //! recording the structure, and pre-compiled (witness + sparse products).
 //!
-//! `cargo run --release -p cuzk-synth --example synth_bench -- <c1.json> [repeats]`
+//! `cargo run --release -p cuzk-filecoin --example synth_bench -- <c1.json> [repeats]`
 //! (`ONLY_PRECOMPILED=1`: time only the pre-compiled path, for a profiler;
 //! `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
 //! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
@@ -9,10 +9,8 @@
 
 use std::time::Instant;
 
-use cuzk_synth::{
-    porep::{parse_c1, partition_circuits},
-    SynthMode,
-};
+use cuzk_filecoin::{parse_c1, partition_circuits};
+use cuzk_synth::SynthMode;
 
 fn main() {
     let mut args = std::env::args().skip(1);
