@@ -14,16 +14,12 @@ mod kernels;
 use common::*;
 use cuzk::{actors::config::BackendKind, prove_circuits, Engine, JobSpec, SyntheticCircuit};
 
+/// The engine on the GPU backend. The tests here are ignored by default (they need a
+/// GPU) and fail, naming the reason, when run on a host without one.
 fn gpu_engine() -> Option<Engine> {
     let mut cfg = small_config();
     cfg.backend.kind = BackendKind::Gpu;
-    match Engine::start(cfg) {
-        Ok(e) => Some(e),
-        Err(e) => {
-            eprintln!("skipping GPU test: {e}");
-            None
-        }
-    }
+    Some(Engine::start(cfg).unwrap_or_else(|e| panic!("no usable GPU: {e}")))
 }
 
 fn cpu_engine() -> Engine {
@@ -33,6 +29,7 @@ fn cpu_engine() -> Engine {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn gpu_proofs_match_cpu_and_bellperson() {
     let Some(gpu) = gpu_engine() else { return };
     assert_eq!(gpu.backend(), "cuda");
@@ -78,6 +75,7 @@ fn gpu_proofs_match_cpu_and_bellperson() {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn gpu_porep_2kib_matches_cpu_and_verifies() {
     // Probe first: without a GPU this test must not spend a minute generating params.
     let Some(probe) = gpu_engine() else { return };
@@ -121,6 +119,7 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
 /// accepted by `verify_seal` (byte identity with the CPU backend is the 2KiB test
 /// above: the partitions are the same circuits).
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn gpu_ni_porep_2kib_aggregates_and_verifies() {
     let Some(gpu) = gpu_engine() else { return };
     gpu.shutdown();

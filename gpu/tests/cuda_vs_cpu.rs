@@ -89,18 +89,10 @@ fn fake_srs(m: usize, nl: usize, na: usize, nb: usize) -> ProvingKey {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn cuda_matches_cpu() {
-    if !COMPILED {
-        eprintln!("skipping: built without CUDA");
-        return;
-    }
-    let gpu = match CudaBackend::new(CudaOptions::default()) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            return;
-        }
-    };
+    assert!(COMPILED, "built without CUDA (nvcc was not found at build time)");
+    let gpu = CudaBackend::new(CudaOptions::default()).unwrap_or_else(|e| panic!("no usable GPU: {e}"));
     let streaming = CudaBackend::new(CudaOptions { srs_resident: false, ..Default::default() }).unwrap();
     // Uploading from pageable memory (no pool), and a pool too small for the larger
     // partitions (those fall back to pageable memory).
@@ -206,16 +198,14 @@ fn cuda_matches_cpu() {
     assert_eq!(pageable.pinned_stats().unwrap().allocated, 0);
 }
 
-/// The CUDA backend on device 0, or `None` (with the reason printed: the test then
-/// passes as skipped) without a CUDA build or a GPU.
+/// The CUDA backend on device 0. The tests that use it are ignored by default and
+/// fail, naming the reason, when run without a CUDA build or a GPU.
 fn device0() -> Option<CudaBackend> {
-    if !COMPILED {
-        eprintln!("skipping: built without CUDA");
-        return None;
-    }
-    CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() })
-        .map_err(|e| eprintln!("skipping: {e}"))
-        .ok()
+    assert!(COMPILED, "built without CUDA (nvcc was not found at build time)");
+    Some(
+        CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() })
+            .unwrap_or_else(|e| panic!("no usable GPU: {e}")),
+    )
 }
 
 /// A partition of domain 2^lg with random a, b, c and dense scalars for
@@ -235,6 +225,7 @@ fn random_partition(lg: u32) -> HostPartition {
 /// failure is absorbed (same result), two fail the partition with a clear error, and
 /// the device works afterwards. Counted in `device_stats`.
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn out_of_memory_is_retried_once() {
     let Some(gpu) = device0() else { return };
     let lg = 12;
@@ -302,6 +293,7 @@ fn invalid_split_lists_are_refused() {
 /// uses it (same results as the CPU backend); a second set joins it (room permitting)
 /// instead of replacing it, and prefetching a resident set again changes nothing.
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn prefetch_makes_parameters_resident() {
     let Some(gpu) = device0() else { return };
     let lg = 10;
