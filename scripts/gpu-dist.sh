@@ -40,18 +40,12 @@ fi
 # library, which a build machine without a GPU lacks: it links against a stub
 # libcuda.so in CUDA_STUB (default /opt/cuda-stub), a library that defines the
 # driver's cu* functions for the linker only; the GPU host's driver is used at run
-# time. Without one, the stub is made by make-libcuda-stub.sh, looked for in
-# shared/tools/ and ../shared/tools/ (not part of this repository).
+# time. Without one, scripts/make-libcuda-stub.sh makes it.
 pb=bench/porep-baseline/target/release/porep-baseline
 if [ "${WITH_POREP_BASELINE:-0}" = 1 ] && { [ ! -x "$pb" ] || [ "${REBUILD_BASELINE:-0}" = 1 ]; }; then
     stub=${CUDA_STUB:-/opt/cuda-stub}
     if [ ! -e "$stub/libcuda.so" ]; then
-        mk=
-        for f in shared/tools/make-libcuda-stub.sh ../shared/tools/make-libcuda-stub.sh; do
-            [ -x "$f" ] && mk=$f && break
-        done
-        [ -n "$mk" ] || { echo "no libcuda in $stub and no make-libcuda-stub.sh to make one"; exit 1; }
-        "$mk" "${CUDA_PATH:?CUDA_PATH is not set: source a CUDA environment first}" "$stub"
+        scripts/make-libcuda-stub.sh "${CUDA_PATH:?CUDA_PATH is not set: source a CUDA environment first}" "$stub"
     fi
     (cd bench/porep-baseline && RUSTFLAGS="${RUSTFLAGS:-} -L native=$stub" CUDA_LIBRARY_PATH="$stub" cargo build --release)
 fi
