@@ -7,6 +7,7 @@
 
 use serde::Deserialize;
 
+use crate::ground::{ByteSize, EngineError, MemoryLimit};
 pub use crate::{
     assemble::AssembleConfig,
     budget::BudgetConfig,
@@ -18,7 +19,6 @@ pub use crate::{
     synthesize::SynthesizeConfig,
     verify::VerifyConfig,
 };
-use crate::ground::{ByteSize, EngineError, MemoryLimit};
 
 /// The engine's configuration (the pipeline sections of `config.toml`).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -133,7 +133,6 @@ impl Default for TimelineConfig {
         TimelineConfig { enabled: false, max_events: 200_000 }
     }
 }
-
 
 #[cfg(test)]
 mod tests {

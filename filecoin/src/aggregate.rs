@@ -146,7 +146,6 @@ pub fn aggregate_ni_porep(
     Ok(out)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,12 @@
 //! PoRep circuits: one per partition of a parsed C1 output, ready to synthesize, and
 //! the blank circuit a proof type's parameters are made for.
 
+use cuzk_synth::{synthesize_in, Assignment, Precompiled, SynthError, SynthMode};
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{
     as_safe_commitment, parameters::setup_params, DefaultPieceDomain, DefaultPieceHasher, MerkleTreeTrait,
     SectorShapeBase, SectorShapeSub8, SectorShapeTop2,
 };
-use cuzk_synth::{synthesize_in, Assignment, Precompiled, SynthError, SynthMode};
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
 

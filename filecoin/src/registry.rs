@@ -7,7 +7,6 @@ pub fn is_non_interactive(proof: RegisteredSealProof) -> bool {
     proof.feature_enabled(storage_proofs_core::api_version::ApiFeature::NonInteractivePoRep)
 }
 
-
 /// A Filecoin miner's actor id as the 32-byte prover id, the way Lotus/Curio derive
 /// it: unsigned LEB128 of the id, zero-padded.
 pub fn prover_id_from_actor(actor_id: u64) -> [u8; 32] {

@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use blstrs::{G1Projective, G2Projective};
-use cuzk_srs::ProvingKey;
 pub use cuzk_core::Evals;
+use cuzk_srs::ProvingKey;
 
 use crate::{GpuError, MsmScalars};
 

@@ -120,7 +120,8 @@ mod imp {
         cpu::{check_counts, check_split},
         ffi::{self, cuda},
         pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedPool, PinnedStats},
-        Backend, DeviceStats, Evals, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars, UploadedPartition,
+        Backend, DeviceStats, Evals, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars,
+        UploadedPartition,
     };
 
     /// Whether this build has CUDA code.
@@ -485,7 +486,12 @@ mod imp {
             Some(self.pinned.stats())
         }
 
-        fn execute(&self, uploaded: UploadedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
+        fn execute(
+            &self,
+            uploaded: UploadedPartition,
+            srs: &ProvingKey,
+            with_b_g2: bool,
+        ) -> Result<MsmResults, GpuError> {
             if uploaded.backend != self.name() {
                 return Err(GpuError::WrongBackend { uploaded: uploaded.backend, executing: self.name() });
             }
