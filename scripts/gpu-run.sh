@@ -36,12 +36,6 @@ if [[ " $PHASES " == *" tests "* ]]; then
     CUZK_GPU_TEST_LOG2=${TEST_LOG2:-10,14,18,20} CUZK_GPU_TEST_BIG_LOG2=${BIG_LOG2:-20} \
         timeout "${TEST_TIMEOUT:-400}" "$D/gpu" --include-ignored --nocapture --test-threads 1 ${TEST_FILTER:-} > "$OUT/test-gpu.log" 2>&1
     say "test gpu rc=$? ($(( $(date +%s) - t )) s) $(grep -c '^ok ' "$OUT/test-gpu.log") cases ok; $(grep -E '^test result' "$OUT/test-gpu.log")"
-    if [ -x "$D/cuda_vs_cpu" ]; then
-        t=$(date +%s)
-        CUZK_GPU_TEST_LOG2=${TEST_LOG2:-10,14,18,20} CUZK_GPU_TEST_BIG_LOG2=${BIG_LOG2:-20} \
-            timeout "${TEST_TIMEOUT:-400}" "$D/cuda_vs_cpu" --include-ignored --nocapture --test-threads 1 ${TEST_FILTER:-} > "$OUT/test-cuda-vs-cpu.log" 2>&1
-        say "test cuda_vs_cpu rc=$? ($(( $(date +%s) - t )) s) $(grep -E '^test result' "$OUT/test-cuda-vs-cpu.log")"
-    fi
 fi
 
 if [[ " $PHASES " == *" bench "* ]]; then

@@ -91,7 +91,9 @@ fn fake_srs(m: usize, nl: usize, na: usize, nb: usize) -> ProvingKey {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn cuda_matches_cpu() {
-    assert!(COMPILED, "built without CUDA (nvcc was not found at build time)");
+    if !COMPILED {
+        panic!("built without CUDA (nvcc was not found at build time)");
+    }
     let gpu = CudaBackend::new(CudaOptions::default()).unwrap_or_else(|e| panic!("no usable GPU: {e}"));
     let streaming = CudaBackend::new(CudaOptions { srs_resident: false, ..Default::default() }).unwrap();
     // Uploading from pageable memory (no pool), and a pool too small for the larger
@@ -201,7 +203,9 @@ fn cuda_matches_cpu() {
 /// The CUDA backend on device 0. The tests that use it are ignored by default and
 /// fail, naming the reason, when run without a CUDA build or a GPU.
 fn device0() -> Option<CudaBackend> {
-    assert!(COMPILED, "built without CUDA (nvcc was not found at build time)");
+    if !COMPILED {
+        panic!("built without CUDA (nvcc was not found at build time)");
+    }
     Some(
         CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() })
             .unwrap_or_else(|e| panic!("no usable GPU: {e}")),
