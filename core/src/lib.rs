@@ -6,11 +6,15 @@
 //! - [`Evals`]: a partition's a, b, c evaluations, on the heap or in an [`EvalBuffer`]
 //!   that a backend lends through an [`EvalAlloc`] (the CUDA backend lends pinned
 //!   memory, so synthesis writes a/b/c where the upload reads them).
+//! - [`root_constraint_system!`]: bellperson's `ConstraintSystem` for cuzk's
+//!   constraint systems (synthesis, recording, witness, parameter generation) from
+//!   the three operations in which they differ.
 //!
-//! It depends on blstrs alone.
+//! It depends on blstrs alone (the macro names bellperson by path in its callers).
 
 #![deny(unsafe_code)]
 
+mod cs;
 mod evals;
 mod shape;
 

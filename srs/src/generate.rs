@@ -61,57 +61,39 @@ fn record(dst: &mut Vec<(bool, u32, u32, Scalar)>, lc: &LinearCombination<Scalar
     }
 }
 
-impl ConstraintSystem<Scalar> for Shape {
-    type Root = Self;
+impl Shape {
+    fn new_root() -> Self {
+        Self::default()
+    }
 
-    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
+    #[inline]
+    fn push_aux(&mut self, _: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
         self.aux_vars += 1;
         Ok(Variable::new_unchecked(Index::Aux(self.aux_vars - 1)))
     }
 
-    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
+    #[inline]
+    fn push_input(&mut self, _: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
         self.inputs += 1;
         Ok(Variable::new_unchecked(Index::Input(self.inputs - 1)))
     }
 
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-    {
+    #[inline]
+    fn push_constraint(
+        &mut self,
+        a: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        b: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        c: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    ) {
         let row = self.constraints as u32;
         record(&mut self.a, &a(LinearCombination::zero()), row);
         record(&mut self.b, &b(LinearCombination::zero()), row);
         record(&mut self.c, &c(LinearCombination::zero()), row);
         self.constraints += 1;
     }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
 }
+
+cuzk_core::root_constraint_system!(Shape);
 
 /// `sum_j coeff * lagrange[constraint]` per variable.
 fn evaluate(entries: &[(bool, u32, u32, Scalar)], inputs: usize, vars: usize, lagrange: &[Scalar]) -> Vec<Scalar> {

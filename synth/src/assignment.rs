@@ -123,19 +123,16 @@ fn eval(
     acc
 }
 
-impl ConstraintSystem<Scalar> for ProvingAssignment {
-    type Root = Self;
-
-    fn new() -> Self {
+impl ProvingAssignment {
+    fn new_root() -> Self {
         Self::default()
     }
 
-    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
+    #[inline]
+    pub(crate) fn push_aux(
+        &mut self,
+        f: impl FnOnce() -> Result<Scalar, SynthesisError>,
+    ) -> Result<Variable, SynthesisError> {
         let s = &mut self.s;
         s.aux.push(f()?);
         s.a_aux_density.push();
@@ -143,26 +140,24 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         Ok(Variable::new_unchecked(Index::Aux(s.aux.len() - 1)))
     }
 
-    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
+    #[inline]
+    pub(crate) fn push_input(
+        &mut self,
+        f: impl FnOnce() -> Result<Scalar, SynthesisError>,
+    ) -> Result<Variable, SynthesisError> {
         let s = &mut self.s;
         s.input.push(f()?);
         s.b_input_density.push();
         Ok(Variable::new_unchecked(Index::Input(s.input.len() - 1)))
     }
 
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-    {
+    #[inline]
+    pub(crate) fn push_constraint(
+        &mut self,
+        a: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        b: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        c: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    ) {
         let s = &mut self.s;
         let a = a(LinearCombination::zero());
         let b = b(LinearCombination::zero());
@@ -176,20 +171,9 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         self.b.push(bv);
         self.c.push(cv);
     }
+}
 
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
-
+cuzk_core::root_constraint_system!(ProvingAssignment, {
     fn is_extensible() -> bool {
         true
     }
@@ -206,4 +190,4 @@ impl ConstraintSystem<Scalar> for ProvingAssignment {
         s.input.extend_from_slice(&o.input[1..]);
         s.aux.extend_from_slice(&o.aux);
     }
-}
+});

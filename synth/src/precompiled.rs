@@ -186,10 +186,8 @@ impl Recorder {
     }
 }
 
-impl ConstraintSystem<Scalar> for Recorder {
-    type Root = Self;
-
-    fn new() -> Self {
+impl Recorder {
+    fn new_root() -> Self {
         Recorder {
             cs: ProvingAssignment::default(),
             a: Matrix::default(),
@@ -201,53 +199,33 @@ impl ConstraintSystem<Scalar> for Recorder {
         }
     }
 
-    fn alloc<F, A, AR>(&mut self, a: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.cs.alloc(a, f)
+    #[inline]
+    fn push_aux(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
+        self.cs.push_aux(f)
     }
 
-    fn alloc_input<F, A, AR>(&mut self, a: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.cs.alloc_input(a, f)
+    #[inline]
+    fn push_input(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
+        self.cs.push_input(f)
     }
 
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-    {
+    #[inline]
+    fn push_constraint(
+        &mut self,
+        a: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        b: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        c: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    ) {
         let (a, b, c) = (a(LinearCombination::zero()), b(LinearCombination::zero()), c(LinearCombination::zero()));
         self.record(&a, 0);
         self.record(&b, 1);
         self.record(&c, 2);
         // The values and densities, exactly as the plain synthesizer computes them.
-        self.cs.enforce(|| "", |_| a, |_| b, |_| c);
-    }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
+        self.cs.push_constraint(|_| a, |_| b, |_| c);
     }
 }
+
+cuzk_core::root_constraint_system!(Recorder);
 
 /// Computes the witness only: allocations run their value closures, `enforce` does
 /// nothing. Not extensible, like [`Recorder`], so a circuit that synthesizes parts
@@ -260,57 +238,35 @@ struct Witness {
     constraints: usize,
 }
 
-impl ConstraintSystem<Scalar> for Witness {
-    type Root = Self;
-
-    fn new() -> Self {
+impl Witness {
+    fn new_root() -> Self {
         Self::default()
     }
 
-    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
+    #[inline]
+    fn push_aux(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
         self.aux.push(f()?);
         Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
     }
 
-    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
+    #[inline]
+    fn push_input(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
         self.input.push(f()?);
         Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
     }
 
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-    {
+    #[inline]
+    fn push_constraint(
+        &mut self,
+        _: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        _: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        _: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    ) {
         self.constraints += 1;
     }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
 }
+
+cuzk_core::root_constraint_system!(Witness);
 
 /// Synthesizes `circuit` as [`crate::synthesize`] does and also records its R1CS.
 /// The recording is `None` when the circuit is too large for the compact encoding

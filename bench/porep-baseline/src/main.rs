@@ -17,6 +17,8 @@
 //! `meta.json` that `cuzk gen-c1` writes next to `c1.json` (which also gives the
 //! sector id; the wrapper's `SectorNum` is used when there is no meta.json).
 
+#![deny(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;

@@ -7,6 +7,8 @@
 //! bench` times its stream. The r, s of proof i are cuzk's (`job_seed`), so both
 //! provers produce the same bytes; the SHA-256 of all proofs is printed to check.
 
+#![deny(unsafe_code)]
+
 use std::time::Instant;
 
 use bellperson::groth16::{create_proof_batch, prepare_verifying_key, verify_proof, SuprasealParameters};
