@@ -44,7 +44,6 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTre
     let proof = c1.output.registered_proof;
     let o = c1.output;
     let vanilla: Vec<Vec<_>> = o.vanilla_proofs.try_into().map_err(|_| PorepError::WrongShape { proof })?;
-    let config = proof.as_v1_config();
     let comm_r = as_safe_commitment::<<Tree::Hasher as Hasher>::Domain, _>(&o.comm_r, "comm_r").map_err(err)?;
     let comm_d = DefaultPieceDomain::try_from_bytes(&o.comm_d).map_err(err)?;
     let public_inputs = stacked::PublicInputs::<<Tree::Hasher as Hasher>::Domain, DefaultPieceDomain> {
@@ -53,28 +52,13 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTre
         k: None,
         seed: Some(o.seed),
     };
-    let setup = compound_proof::SetupParams {
-        vanilla_params: setup_params(&config).map_err(err)?,
-        partitions: Some(usize::from(config.partitions)),
-        priority: false,
-    };
-    let public_params = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-        StackedDrg<'_, Tree, DefaultPieceHasher>,
-        _,
-    >>::setup(&setup)
-    .map_err(err)?;
+    let params = vanilla_params::<Tree>(proof)?;
     vanilla
         .iter()
         .enumerate()
         .map(|(k, v)| {
-            let circuit = StackedCompound::<Tree, DefaultPieceHasher>::circuit(
-                &public_inputs,
-                (),
-                v,
-                &public_params.vanilla_params,
-                Some(k),
-            )
-            .map_err(err)?;
+            let circuit = StackedCompound::<Tree, DefaultPieceHasher>::circuit(&public_inputs, (), v, &params, Some(k))
+                .map_err(err)?;
             Ok(PorepPartition(Box::new(move |mode| synthesize_in(circuit, mode))))
         })
         .collect()
@@ -114,9 +98,11 @@ impl bellperson::Circuit<blstrs::Scalar> for BlankPorep {
     }
 }
 
-fn blank<Tree: 'static + MerkleTreeTrait>(
+/// filecoin-proofs' public parameters of `proof`'s stacked DRG for sector shape `Tree`:
+/// what both the partition circuits and the blank circuit are built from.
+fn vanilla_params<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredSealProof,
-) -> Result<stacked::StackedCircuit<Tree, DefaultPieceHasher>, PorepError> {
+) -> Result<stacked::PublicParams<Tree>, PorepError> {
     let err = |e: anyhow::Error| PorepError::Circuit(format!("{e:#}"));
     let config = proof.as_v1_config();
     let setup = compound_proof::SetupParams {
@@ -129,7 +115,14 @@ fn blank<Tree: 'static + MerkleTreeTrait>(
         _,
     >>::setup(&setup)
     .map_err(err)?;
-    Ok(<StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::blank_circuit(&pp.vanilla_params))
+    Ok(pp.vanilla_params)
+}
+
+fn blank<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredSealProof,
+) -> Result<stacked::StackedCircuit<Tree, DefaultPieceHasher>, PorepError> {
+    let params = vanilla_params::<Tree>(proof)?;
+    Ok(<StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::blank_circuit(&params))
 }
 
 /// The blank circuit of `proof`.
