@@ -86,3 +86,69 @@ fn shutdown_ends_every_job() {
         Err(cuzk::SubmitError::NotRunning)
     ));
 }
+
+/// A caller that gives up on `submit` while backpressure holds it (a timeout, a gRPC
+/// client that disconnects) withdraws the job: nothing stays counted in flight, and
+/// the engine still proves afterwards.
+#[test]
+fn submit_dropped_under_backpressure_leaks_nothing() {
+    let mut cfg = small_config();
+    cfg.ingest.queue_capacity = 1;
+    cfg.ingest.mailbox_capacity = 1;
+    cfg.synthesize.queue_capacity = 1;
+    cfg.synthesize.max_concurrency = 1;
+    let engine = Engine::start(cfg).unwrap();
+    let spec = spec(64, 1, 1.0, 1.0);
+    let srs = params(spec);
+    let slow =
+        Fault { stage: StageName::Synthesize, partition: None, kind: FaultKind::Delay(Duration::from_millis(1500)) };
+    let job = |seed: u64| JobSpec::circuits(srs.clone(), vec![SyntheticCircuit::new(spec, seed).unwrap()]);
+    // Fill the intake until it has refused for a while (stages pull from it meanwhile).
+    let mut blockers = Vec::new();
+    let mut refused = 0;
+    while refused < 5 && blockers.len() < 50 {
+        match engine.try_submit(job(blockers.len() as u64).with_fault(slow)) {
+            Ok(h) => blockers.push(h),
+            Err(_) => {
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        }
+    }
+    assert!(blockers.len() < 50, "the intake never filled");
+    // Several callers block in submit and give up.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let gave_up = rt.block_on(async {
+        let tries: Vec<_> = (0..4)
+            .map(|i| {
+                let (engine, spec) = (engine.clone(), job(100 + i));
+                tokio::spawn(async move {
+                    tokio::time::timeout(Duration::from_millis(100), engine.submit(spec)).await.is_err()
+                })
+            })
+            .collect();
+        let mut n = 0;
+        for t in tries {
+            n += usize::from(t.await.unwrap());
+        }
+        n
+    });
+    assert!(gave_up > 0, "no submit was held by backpressure");
+    for h in blockers {
+        h.canceller().cancel_blocking();
+        let _ = h.wait_blocking();
+    }
+    let t = Instant::now();
+    loop {
+        let jobs = engine.snapshot_blocking().jobs;
+        if jobs.in_flight == 0 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "abandoned submits left jobs in flight: {jobs:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let proof = engine.submit_blocking(job(1000)).unwrap().wait_blocking().unwrap();
+    assert_eq!(proof.proofs.len(), 1);
+    wait_budget_free(&engine);
+    engine.shutdown();
+}

@@ -41,6 +41,8 @@ struct Inner {
     tracker: Addr<JobTracker>,
     host_ledger: Arc<Ledger>,
     stages: Vec<Arc<dyn StageControl>>,
+    /// The high half of every job id of this engine: random per start.
+    epoch: u64,
     next_id: AtomicU64,
     started: Instant,
     timeline: Arc<Timeline>,
@@ -171,6 +173,7 @@ impl Engine {
                 tracker: topo.tracker,
                 host_ledger: topo.host_ledger,
                 stages: topo.stages,
+                epoch: rand::random(),
                 next_id: AtomicU64::new(1),
                 started,
                 timeline,
@@ -203,7 +206,7 @@ impl Engine {
 
     fn context(&self, spec: &JobSpec) -> Result<Arc<JobContext>, SubmitError> {
         let ctx = JobContext {
-            id: JobId(self.inner.next_id.fetch_add(1, Ordering::Relaxed)),
+            id: JobId { epoch: self.inner.epoch, seq: self.inner.next_id.fetch_add(1, Ordering::Relaxed) },
             priority: spec.priority,
             srs: OnceLock::new(),
             shape: OnceLock::new(),
@@ -237,11 +240,16 @@ impl Engine {
         let ctx = self.context(&spec)?;
         let (tx, rx) = oneshot::channel();
         self.inner.tracker.send(Register { ctx: ctx.clone(), done: tx }).await.map_err(|_| SubmitError::NotRunning)?;
+        // From here until the intake takes the item, a dropped future (the caller
+        // gave up while backpressure held it) must withdraw the job, or the tracker
+        // would count it in flight forever.
+        let mut withdraw = Withdraw { ctx: Some(ctx.clone()), tracker: self.inner.tracker.clone() };
         let item = WorkItem::new(ctx.clone(), 0, spec.input);
         if self.inner.ingest.send(item).await.is_err() {
-            let _ = self.inner.tracker.send(Cancel(ctx.id)).await;
+            drop(withdraw);
             return Err(SubmitError::NotRunning);
         }
+        withdraw.ctx = None;
         Ok(self.handle(&ctx, rx))
     }
 
@@ -322,6 +330,26 @@ impl Engine {
         r.system.stop();
         let _ = r.thread.join();
         info!("engine stopped");
+    }
+}
+
+/// Withdraws a registered job that never reached the intake: cancels its token (an
+/// item already queued is dropped at its next stage boundary) and ends it in the
+/// tracker. Runs in `Drop`, possibly inside an executor that must not block, so the
+/// message is sent from a short-lived thread.
+struct Withdraw {
+    ctx: Option<Arc<JobContext>>,
+    tracker: Addr<JobTracker>,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let Some(ctx) = self.ctx.take() else { return };
+        ctx.cancel.cancel();
+        let (tracker, id) = (self.tracker.clone(), ctx.id);
+        let _ = std::thread::Builder::new()
+            .name("cuzk-withdraw".into())
+            .spawn(move || futures::executor::block_on(tracker.send(Cancel(id))));
     }
 }
 

@@ -75,13 +75,36 @@ impl std::str::FromStr for StageName {
     }
 }
 
-/// A job's id, unique within one engine.
+/// A job's id: 128 bits, a random epoch drawn when the engine starts and a sequence
+/// number within it. Ids of different runs never collide, so after a restart an old
+/// id is unknown (or served from the results directory) rather than naming another
+/// sector's job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct JobId(pub u64);
+pub struct JobId {
+    /// Random per engine start.
+    pub epoch: u64,
+    /// 1, 2, 3… within the engine; what timelines and per-run logs key on.
+    pub seq: u64,
+}
 
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        write!(f, "{:016x}-{:x}", self.epoch, self.seq)
+    }
+}
+
+impl std::str::FromStr for JobId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}` is not a job id (16 hex digits, `-`, hex sequence)");
+        let (e, q) = s.split_once('-').ok_or_else(bad)?;
+        if e.len() != 16 || q.is_empty() || q.len() > 16 {
+            return Err(bad());
+        }
+        Ok(JobId {
+            epoch: u64::from_str_radix(e, 16).map_err(|_| bad())?,
+            seq: u64::from_str_radix(q, 16).map_err(|_| bad())?,
+        })
     }
 }
 

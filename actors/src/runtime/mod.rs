@@ -323,7 +323,7 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
             continue;
         }
         let (job, partition) = (item.job.id, item.partition);
-        let span = info_span!("stage", stage = S::NAME.as_str(), job = job.0, partition, worker);
+        let span = info_span!("stage", stage = S::NAME.as_str(), job = %job, partition, worker);
         let stage = shared.current();
 
         // Reserve memory before allocating; give up the wait if the job is cancelled.
@@ -412,7 +412,7 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
         m.completed.fetch_add(1, Relaxed);
         if let Some(before) = ops_before {
             let ops = outputs.first().map(|o| ops_added(&before, &o.trace.ops)).unwrap_or_default();
-            shared.timeline.record_stage(S::NAME, worker, job.0, partition, started, busy, &ops);
+            shared.timeline.record_stage(S::NAME, worker, job.seq, partition, started, busy, &ops);
         }
         let share = busy / outputs.len().max(1) as u32;
         for mut out in outputs {

@@ -70,7 +70,7 @@ impl JobTracker {
             s.purge(id);
         }
         if let Some(t) = &self.timeline {
-            t.record_job(id.0, e.ctx.submitted, result.is_ok());
+            t.record_job(id.seq, e.ctx.submitted, result.is_ok());
         }
         match &result {
             Ok(_) => self.counts.succeeded += 1,
@@ -79,12 +79,12 @@ impl JobTracker {
         }
         match &result {
             Ok(o) => info!(
-                job = id.0,
+                job = %id,
                 partitions = o.proofs.len(),
                 total_ms = o.timings.total.as_millis() as u64,
                 "job done"
             ),
-            Err(err) => warn!(job = id.0, error = %err, "job ended without a proof"),
+            Err(err) => warn!(job = %id, error = %err, "job ended without a proof"),
         }
         // The submitter may have dropped its handle; that is fine.
         let _ = e.done.send(result);
@@ -213,11 +213,11 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
             e.remaining = n;
         }
         let Some(slot) = e.proofs.get_mut(item.partition as usize) else {
-            warn!(job = id.0, partition = item.partition, "partition out of range ignored");
+            warn!(job = %id, partition = item.partition, "partition out of range ignored");
             return;
         };
         if slot.is_some() {
-            warn!(job = id.0, partition = item.partition, "duplicate partition proof ignored");
+            warn!(job = %id, partition = item.partition, "duplicate partition proof ignored");
             return;
         }
         *slot = Some(item.payload.proof);
