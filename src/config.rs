@@ -152,7 +152,7 @@ impl Config {
             }
         }
         let log = take(&mut table, "log").map_err(err)?;
-        let srs = take(&mut table, "srs").map_err(err)?;
+        let srs: SrsConfig = take(&mut table, "srs").map_err(err)?;
         let bench = take(&mut table, "bench").map_err(err)?;
         let daemon = take(&mut table, "daemon").map_err(err)?;
         for key in table.keys() {
@@ -163,8 +163,10 @@ impl Config {
                 )));
             }
         }
-        let engine = EngineConfig::from_toml(&toml::to_string(&table).map_err(|e| err(e.to_string()))?)
+        let mut engine = EngineConfig::from_toml(&toml::to_string(&table).map_err(|e| err(e.to_string()))?)
             .map_err(|e| err(e.to_string()))?;
+        // `[srs] subgroup_checks` governs every load, the daemon's parameter cache too.
+        engine.ingest.subgroup_checks |= srs.subgroup_checks;
         Ok(Config { engine, log, srs, bench, daemon })
     }
 
@@ -188,6 +190,13 @@ mod tests {
         let text = include_str!("../config.toml");
         let parsed = Config::parse(text, "config.toml").unwrap();
         assert_eq!(parsed, Config::default(), "config.toml must document exactly the defaults");
+    }
+
+    #[test]
+    fn subgroup_checks_reach_the_parameter_cache() {
+        let c = Config::parse("[srs]\nsubgroup_checks = true\n", "t").unwrap();
+        assert!(c.engine.ingest.subgroup_checks);
+        assert!(!Config::parse("", "t").unwrap().engine.ingest.subgroup_checks);
     }
 
     #[test]

@@ -336,3 +336,43 @@ fn non_interactive_porep_2kib_aggregates_and_verifies() {
     assert_eq!(engine.snapshot_blocking().jobs.failed, 1);
     engine.shutdown();
 }
+
+/// Well-formed C1 outputs with wrong values never yield a proof. A C1 of another
+/// sector or miner, or with a wrong comm_d, is refused at Ingest (its replica id is
+/// not the job's); a wrong comm_r makes the circuit unsatisfiable, and with the
+/// default config Verify refuses the partition.
+#[test]
+fn wrong_values_never_yield_a_proof_by_default() {
+    let dir = param_cache();
+    let f = fixture(4);
+    let engine = engine_with(|c| c.ingest.param_cache = dir.clone());
+    let flip = |mut c: [u8; 32]| {
+        c[0] ^= 1;
+        c
+    };
+    let wrong_d = edit(&f.c1_json, |v| v["comm_d"] = serde_json::json!(flip(f.comm_d)));
+    let wrong_r = edit(&f.c1_json, |v| v["comm_r"] = serde_json::json!(flip(f.comm_r)));
+    for (name, job, stage, want) in [
+        ("wrong comm_d", JobSpec::porep_c1(wrong_d, f.prover_id, f.sector_id), StageName::Ingest, "replica_id"),
+        (
+            "wrong prover id",
+            JobSpec::porep_c1(f.c1_json.clone(), flip(f.prover_id), f.sector_id),
+            StageName::Ingest,
+            "replica_id",
+        ),
+        (
+            "wrong sector number",
+            JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id + 1),
+            StageName::Ingest,
+            "replica_id",
+        ),
+        ("wrong comm_r", JobSpec::porep_c1(wrong_r, f.prover_id, f.sector_id), StageName::Verify, "does not verify"),
+    ] {
+        let e = engine.submit_blocking(job).unwrap().wait_blocking().unwrap_err();
+        assert_eq!(e.stage(), Some(stage), "{name}: {e}");
+        assert!(e.to_string().contains(want), "{name}: {e}");
+    }
+    let ok = engine.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id)).unwrap();
+    assert!(verify(&f, f.sector_id, &ok.wait_blocking().unwrap().proof_bytes()));
+    engine.shutdown();
+}

@@ -139,8 +139,8 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         prepare.recipient(),
         true,
     )?;
-    let params =
-        Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), cuzk_srs::LoadOptions::default(), host_ledger.clone()));
+    let load = cuzk_srs::LoadOptions { subgroup_checks: cfg.ingest.subgroup_checks };
+    let params = Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), load, host_ledger.clone()));
     // Recordings go with their parameters: release them as soon as those are evicted.
     let purge = recordings.clone();
     params.set_on_evict(move || purge.purge());

@@ -32,7 +32,7 @@ pub use c1::{parse_c1, C1Format, ParsedC1};
 pub use error::PorepError;
 pub use fixture::{generate_c1, C1Fixture};
 pub use params::{default_parameter_cache, parameter_files};
-pub use porep::{blank_circuit, partition_circuits, BlankPorep, PorepPartition};
+pub use porep::{blank_circuit, check_replica_id, partition_circuits, BlankPorep, PorepPartition};
 pub use registry::{
     is_non_interactive, proof_for_sector_size, proof_from_number, proof_number, prover_id_from_actor,
     RegisteredSealProof,

@@ -8,7 +8,7 @@ use filecoin_proofs::{
     SectorShapeBase, SectorShapeSub8, SectorShapeTop2,
 };
 use storage_proofs_core::compound_proof::{self, CompoundProof};
-use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
+use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, StackedDrg};
 
 use crate::{ParsedC1, PorepError, RegisteredSealProof};
 
@@ -64,6 +64,32 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTre
         .collect()
 }
 
+/// Checks that the C1's replica id is the one filecoin-proofs derives from the job's
+/// prover id and sector number and the C1's ticket and comm_d. The circuit takes the
+/// replica id from the C1, so without this check a C1 of another sector (or with a
+/// wrong comm_d or ticket) yields a proof that verifies against its own inputs but
+/// not for the sector it is returned for.
+///
+/// # Errors
+/// [`PorepError::ReplicaId`] on a mismatch; setup errors.
+pub fn check_replica_id(c1: &ParsedC1, prover_id: &[u8; 32], sector_id: u64) -> Result<(), PorepError> {
+    let o = &c1.output;
+    let comm_d = DefaultPieceDomain::try_from_bytes(&o.comm_d).map_err(|e| PorepError::Circuit(format!("{e:#}")))?;
+    let porep_id = o.registered_proof.as_v1_config().porep_id;
+    let want = generate_replica_id::<filecoin_proofs::DefaultTreeHasher, _>(
+        prover_id,
+        sector_id,
+        &o.ticket,
+        comm_d,
+        &porep_id,
+    );
+    if want != o.replica_id {
+        let hex: String = prover_id.iter().map(|b| format!("{b:02x}")).collect();
+        return Err(PorepError::ReplicaId { prover_id: hex, sector_id });
+    }
+    Ok(())
+}
+
 /// One circuit per partition, in partition order.
 ///
 /// # Errors
@@ -99,8 +125,9 @@ impl bellperson::Circuit<blstrs::Scalar> for BlankPorep {
 }
 
 /// filecoin-proofs' public parameters of `proof`'s stacked DRG for sector shape `Tree`:
-/// what both the partition circuits and the blank circuit are built from.
-fn vanilla_params<Tree: 'static + MerkleTreeTrait>(
+/// what both the partition circuits and the blank circuit are built from, and what
+/// [`crate::parse_c1`] checks the vanilla proofs' shape against.
+pub(crate) fn vanilla_params<Tree: 'static + MerkleTreeTrait>(
     proof: RegisteredSealProof,
 ) -> Result<stacked::PublicParams<Tree>, PorepError> {
     let err = |e: anyhow::Error| PorepError::Circuit(format!("{e:#}"));

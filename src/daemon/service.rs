@@ -209,6 +209,8 @@ impl Service {
             }
         }
         let prover_id = fil::prover_id_from_actor(req.miner_id);
+        fil::check_replica_id(&c1, &prover_id, req.sector_number)
+            .map_err(|e| Status::invalid_argument(format!("miner {} sector {}: {e}", req.miner_id, req.sector_number)))?;
         let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
         // Serialize submissions that carry a request id, so that a retry racing the
         // original cannot create a second job.

@@ -23,6 +23,9 @@ pub struct IngestConfig {
     /// Proof types whose parameters are loaded when the engine starts (e.g.
     /// ["StackedDrg32GiBV1_1"]) instead of by the first job that needs them.
     pub preload: Vec<cuzk_filecoin::RegisteredSealProof>,
+    /// Check every parameter point's subgroup membership when loading (slower; the
+    /// daemon sets it from `[srs] subgroup_checks`).
+    pub subgroup_checks: bool,
 }
 
 impl Default for IngestConfig {
@@ -34,6 +37,7 @@ impl Default for IngestConfig {
             max_input_bytes: ByteSize(512 << 20),
             param_cache: PathBuf::new(),
             preload: Vec::new(),
+            subgroup_checks: false,
         }
     }
 }

@@ -6,7 +6,7 @@ mod config;
 use std::sync::Arc;
 
 pub use config::IngestConfig;
-use cuzk_filecoin::{parse_c1, partition_circuits, PorepPartition};
+use cuzk_filecoin::{check_replica_id, parse_c1, partition_circuits, PorepPartition};
 use cuzk_synth::{Assignment, Precompiled, SynthError, SynthMode};
 
 use crate::{
@@ -59,6 +59,7 @@ impl Stage for Ingest {
                     PorepC1::Raw(bytes) => parse_c1(&bytes, self.max_input_bytes).map_err(StageError::failed)?,
                     PorepC1::Parsed(c1) => *c1,
                 };
+                check_replica_id(&c1, &p.prover_id, p.sector_id).map_err(StageError::failed)?;
                 if c1.is_non_interactive() {
                     // Found before any partition is proved: a missing SRS fails the
                     // job now, not after minutes of GPU work. Loaded before the

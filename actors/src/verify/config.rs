@@ -2,7 +2,8 @@ use serde::Deserialize;
 
 use crate::runtime::StageLimits;
 
-/// `[verify]`: optional self-verification of every partition proof.
+/// `[verify]`: self-verification of every partition proof, on by default (as
+/// filecoin-proofs' `seal_commit_phase2` verifies before it returns).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct VerifyConfig {
@@ -15,7 +16,7 @@ pub struct VerifyConfig {
 
 impl Default for VerifyConfig {
     fn default() -> Self {
-        VerifyConfig { enabled: false, mailbox_capacity: 8, queue_capacity: 8, workers: 1 }
+        VerifyConfig { enabled: true, mailbox_capacity: 8, queue_capacity: 8, workers: 1 }
     }
 }
 
