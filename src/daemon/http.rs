@@ -2,85 +2,147 @@
 //! `GET /metrics` (Prometheus text), `GET /debug/timeline` (Chrome trace JSON of the
 //! recorded timeline) and `GET /debug/utilization.svg` (per-stage utilization plot);
 //! anything else gets 404.
+//!
+//! The endpoint shares the process's file descriptors with the gRPC server, so it
+//! bounds what a client can hold:
+//! - at most [`MAX_CONNECTIONS`] connections are served at once; a connection
+//!   accepted beyond that gets a `503` without waiting and is closed at once (no
+//!   queue, no task);
+//! - the whole request head must arrive within [`READ_DEADLINE`] (a deadline for the
+//!   request, not for each read, so a client dribbling a byte at a time is cut too)
+//!   and within [`MAX_HEAD_BYTES`];
+//! - the whole response must be written within [`WRITE_TIMEOUT`].
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::{sync::Arc, time::Duration};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+    sync::Semaphore,
+};
 use tracing::debug;
 
 use crate::Engine;
 
+/// Connections served at once; more are answered 503 and closed.
+const MAX_CONNECTIONS: usize = 64;
+/// Time from accept to the end of the request head.
+const READ_DEADLINE: Duration = Duration::from_secs(5);
+/// Time to write the whole response.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request head read; the rest (and any body) is ignored.
+const MAX_HEAD_BYTES: usize = 8192;
+
+/// A whole response with `Connection: close`.
+fn response(status: &str, ctype: &str, extra_headers: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra_headers}Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+
 pub(super) async fn serve_metrics(listener: tokio::net::TcpListener, engine: Engine) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let (mut sock, peer) = match listener.accept().await {
+        let (sock, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
                 // E.g. out of file descriptors: back off instead of spinning.
                 debug!(error = %e, "metrics accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            // Full: answer without waiting (a fresh socket's send buffer is empty, so
+            // this does not block) and close.
+            debug!(peer = %peer, "metrics endpoint busy: connection refused");
+            let busy = response("503 Service Unavailable", TEXT, "Retry-After: 1\r\n", "too many connections\n");
+            let _ = sock.try_write(busy.as_bytes());
+            drop(sock);
+            continue;
+        };
         let engine = engine.clone();
         tokio::spawn(async move {
-            let mut buf = vec![0u8; 8192];
-            let mut n = 0;
-            // Read the request head (bounded); the body, if any, is ignored.
-            while n < buf.len() {
-                match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf[n..])).await {
-                    Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
-                    Ok(Ok(k)) => {
-                        n += k;
-                        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                            break;
-                        }
-                    }
-                }
-            }
-            let head = String::from_utf8_lossy(&buf[..n]);
-            let first = head.lines().next().unwrap_or("");
-            let path = first.strip_prefix("GET ").and_then(|r| r.split_whitespace().next()).unwrap_or("");
-            let (status, ctype, body) = match path {
-                "/metrics" => {
-                    let snap = engine.snapshot().await;
-                    // Rendering samples the GPUs (NVML blocks for ~40 ms per device).
-                    let text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
-                        .await
-                        .unwrap_or_else(|e| format!("# metrics rendering failed: {e}\n"));
-                    ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
-                }
-                "/debug/timeline" | "/debug/utilization.svg"
-                    if !engine.timeline().is_enabled() && engine.timeline().spans().is_empty() =>
-                {
-                    let msg = "the timeline is not recording: set [timeline] enabled = true, or call cuzk.ext.v1 SetTimeline\n";
-                    ("409 Conflict", "text/plain; charset=utf-8", msg.to_string())
-                }
-                "/debug/timeline" => {
-                    let tl = engine.timeline().clone();
-                    let json = tokio::task::spawn_blocking(move || tl.chrome_trace()).await.unwrap_or_default();
-                    ("200 OK", "application/json", json)
-                }
-                "/debug/utilization.svg" => {
-                    let tl = engine.timeline().clone();
-                    let svg = tokio::task::spawn_blocking(move || {
-                        cuzk_actors::timeline::utilization_svg(&tl.utilization(120))
-                    })
-                    .await
-                    .unwrap_or_default();
-                    ("200 OK", "image/svg+xml", svg)
-                }
-                _ => (
-                    "404 Not Found",
-                    "text/plain; charset=utf-8",
-                    "not found; try /metrics, /debug/timeline, /debug/utilization.svg\n".to_string(),
-                ),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            if let Err(e) = sock.write_all(resp.as_bytes()).await {
-                debug!(peer = %peer, error = %e, "metrics client went away");
-            }
-            let _ = sock.shutdown().await;
+            serve_one(sock, peer, engine).await;
+            drop(permit);
         });
+    }
+}
+
+/// Reads the request head until the blank line, end of stream, or [`MAX_HEAD_BYTES`].
+async fn read_head(sock: &mut TcpStream) -> Vec<u8> {
+    let mut buf = vec![0u8; MAX_HEAD_BYTES];
+    let mut n = 0;
+    while n < buf.len() {
+        match sock.read(&mut buf[n..]).await {
+            Ok(0) | Err(_) => break,
+            Ok(k) => {
+                // Only the new bytes (and 3 before them) can complete the terminator.
+                let from = n.saturating_sub(3);
+                n += k;
+                if buf[from..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+        }
+    }
+    buf.truncate(n);
+    buf
+}
+
+async fn serve_one(mut sock: TcpStream, peer: std::net::SocketAddr, engine: Engine) {
+    let head = match tokio::time::timeout(READ_DEADLINE, read_head(&mut sock)).await {
+        Ok(h) => h,
+        Err(_) => {
+            debug!(peer = %peer, "metrics request head not received within the deadline");
+            let msg = response("408 Request Timeout", TEXT, "", "request head not received in time\n");
+            let _ = tokio::time::timeout(Duration::from_millis(100), sock.write_all(msg.as_bytes())).await;
+            return;
+        }
+    };
+    let head = String::from_utf8_lossy(&head);
+    let first = head.lines().next().unwrap_or("");
+    let path = first.strip_prefix("GET ").and_then(|r| r.split_whitespace().next()).unwrap_or("");
+    let (status, ctype, body) = match path {
+        "/metrics" => {
+            let snap = engine.snapshot().await;
+            // Rendering samples the GPUs (NVML blocks for ~40 ms per device).
+            let text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
+                .await
+                .unwrap_or_else(|e| format!("# metrics rendering failed: {e}\n"));
+            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
+        }
+        "/debug/timeline" | "/debug/utilization.svg"
+            if !engine.timeline().is_enabled() && engine.timeline().spans().is_empty() =>
+        {
+            let msg = "the timeline is not recording: set [timeline] enabled = true, or call cuzk.ext.v1 SetTimeline\n";
+            ("409 Conflict", TEXT, msg.to_string())
+        }
+        "/debug/timeline" => {
+            let tl = engine.timeline().clone();
+            let json = tokio::task::spawn_blocking(move || tl.chrome_trace()).await.unwrap_or_default();
+            ("200 OK", "application/json", json)
+        }
+        "/debug/utilization.svg" => {
+            let tl = engine.timeline().clone();
+            let svg = tokio::task::spawn_blocking(move || cuzk_actors::timeline::utilization_svg(&tl.utilization(120)))
+                .await
+                .unwrap_or_default();
+            ("200 OK", "image/svg+xml", svg)
+        }
+        _ => ("404 Not Found", TEXT, "not found; try /metrics, /debug/timeline, /debug/utilization.svg\n".to_string()),
+    };
+    let resp = response(status, ctype, "", &body);
+    let write = async {
+        sock.write_all(resp.as_bytes()).await?;
+        sock.shutdown().await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => debug!(peer = %peer, error = %e, "metrics client went away"),
+        Err(_) => debug!(peer = %peer, "metrics response not taken within the write timeout"),
     }
 }
