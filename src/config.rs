@@ -101,10 +101,28 @@ pub struct DaemonConfig {
     /// On SIGINT/SIGTERM: how long jobs in flight may take to finish before they are
     /// ended with a shutdown error.
     pub shutdown_timeout_secs: u64,
-    /// Largest gRPC message accepted (a 32GiB C1 output is tens of megabytes).
+    /// Largest gRPC message accepted (a 32GiB C1 output is tens of megabytes; Curio's
+    /// own server takes 128 MiB). C1 inputs are also held to `[ingest]
+    /// max_input_bytes`; the smaller applies, before anything is parsed.
     pub max_message_bytes: ByteSize,
-    /// How long a finished job's result stays available to AwaitProof.
+    /// How long a finished job's result stays in memory for AwaitProof (it stays in
+    /// `results_dir` for `results_retention_secs`).
     pub job_retention_secs: u64,
+    /// Where every finished job's result is written (atomically) so that AwaitProof
+    /// serves it after a restart; "" = `$XDG_STATE_HOME/cuzk/results` (else
+    /// `~/.local/state/cuzk/results`); "none" = keep results in memory only.
+    pub results_dir: String,
+    /// How long result files are kept.
+    pub results_retention_secs: u64,
+    /// A file holding a shared secret: when set, every gRPC call must carry
+    /// `authorization: Bearer <secret>`. For TCP listeners beyond loopback; a unix
+    /// socket's file permissions are the recommended local access control.
+    pub auth_token_file: String,
+    /// Permissions of the unix socket (octal, e.g. "660": owner and group).
+    pub socket_mode: String,
+    /// Serve cuzk.ext.v1 SubmitSynthetic (benchmarking; its parameters are charged
+    /// to the host budget). Off in production daemons.
+    pub allow_synthetic: bool,
 }
 
 impl Default for DaemonConfig {
@@ -113,8 +131,31 @@ impl Default for DaemonConfig {
             listen: "127.0.0.1:9820".into(),
             metrics_listen: "127.0.0.1:9821".into(),
             shutdown_timeout_secs: 30,
-            max_message_bytes: ByteSize(1 << 30),
+            max_message_bytes: ByteSize(128 << 20),
             job_retention_secs: 3600,
+            results_dir: String::new(),
+            results_retention_secs: 7 * 24 * 3600,
+            auth_token_file: String::new(),
+            socket_mode: "660".into(),
+            allow_synthetic: false,
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// The results directory with the default resolved; `None` for "none".
+    pub fn results_dir(&self) -> Option<PathBuf> {
+        match self.results_dir.as_str() {
+            "none" => None,
+            "" => {
+                let state = std::env::var_os("XDG_STATE_HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+                    .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state")))
+                    .unwrap_or_else(std::env::temp_dir);
+                Some(state.join("cuzk").join("results"))
+            }
+            d => Some(PathBuf::from(d)),
         }
     }
 }

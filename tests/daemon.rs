@@ -20,11 +20,22 @@ use cuzk::daemon::{
 };
 use tonic::{transport::Channel, Code};
 
+/// A fresh results directory per daemon (tests run in parallel).
+fn results_dir() -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cuzk-daemon-results/{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir.display().to_string()
+}
+
 fn daemon(tweak: impl FnOnce(&mut DaemonConfig)) -> Daemon {
     let mut cfg = DaemonConfig {
         listen: "127.0.0.1:0".into(),
         metrics_listen: "127.0.0.1:0".into(),
         shutdown_timeout_secs: 0,
+        results_dir: results_dir(),
         ..Default::default()
     };
     tweak(&mut cfg);
@@ -105,6 +116,19 @@ fn submit_await_cancel_status_metrics() {
         assert!(c.cancel_proof(CancelProofRequest { job_id: job.clone() }).await.unwrap().into_inner().was_running);
         let r = c.await_proof(AwaitProofRequest { job_id: job.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
         assert_eq!(r.status, JobStatus::Cancelled as i32);
+        // A request id whose job was cancelled is a retry: it gets a new job (cancelled
+        // again here, so the counts below stay as they were).
+        let mut retry = porep_request(&f, f.c1_json.clone());
+        retry.request_id = "req-1".into();
+        let job_b = c.submit_proof(retry).await.unwrap().into_inner().job_id;
+        assert_ne!(job_b, job, "a cancelled request id is submitted again");
+        c.cancel_proof(CancelProofRequest { job_id: job_b.clone() }).await.unwrap();
+        let r = c.await_proof(AwaitProofRequest { job_id: job_b, timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.status, JobStatus::Cancelled as i32);
+        // Its partitions may still hold the parameters for a moment after it ended.
+        while c.get_status(GetStatusRequest {}).await.unwrap().into_inner().loaded_srs.iter().any(|l| l.ref_count > 0) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         // A second job completes; status and metrics account for both.
         let job2 = c.submit_proof(porep_request(&f, f.c1_json.clone())).await.unwrap().into_inner().job_id;
         // While the job holds the parameters, evicting them is refused (their memory
@@ -128,8 +152,8 @@ fn submit_await_cancel_status_metrics() {
         assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
         let s = c.get_status(GetStatusRequest {}).await.unwrap().into_inner();
         assert_eq!(s.total_proofs_completed, 1);
-        // Verify is off by default, so six stages report.
-        assert_eq!(s.queues.len(), 6);
+        // Verify is on by default: seven stages report.
+        assert_eq!(s.queues.len(), 7);
         assert_eq!(s.loaded_srs.len(), 1);
         assert_eq!(s.loaded_srs[0].circuit_id, "porep-2k");
         let pre = c.preload_srs(PreloadSrsRequest { circuit_id: "porep-2k".into() }).await.unwrap().into_inner();
@@ -142,9 +166,9 @@ fn submit_await_cancel_status_metrics() {
         assert!(!pre.already_loaded, "loaded again after eviction");
         let text = c.get_metrics(GetMetricsRequest {}).await.unwrap().into_inner().prometheus_text;
         let m = parse_metrics(&text);
-        assert_eq!(m["cuzk_jobs_submitted_total"], 2.0);
+        assert_eq!(m["cuzk_jobs_submitted_total"], 3.0);
         assert_eq!(m["cuzk_jobs_succeeded_total"], 1.0);
-        assert_eq!(m["cuzk_jobs_cancelled_total"], 1.0);
+        assert_eq!(m["cuzk_jobs_cancelled_total"], 2.0);
         assert!(m["cuzk_stage_busy_seconds_total{stage=\"synthesize\"}"] > 0.0);
         let q = |name: &str, stage: &str| m[&format!("cuzk_stage_{name}{{stage=\"{stage}\"}}")];
         assert!(q("queue_pushed_total", "synthesize") >= 1.0);
@@ -167,7 +191,7 @@ fn submit_await_cancel_status_metrics() {
         let mut body = String::new();
         s.read_to_string(&mut body).await.unwrap();
         assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
-        assert!(body.contains("cuzk_jobs_submitted_total 2"), "{body}");
+        assert!(body.contains("cuzk_jobs_submitted_total 3"), "{body}");
     });
     d.shutdown();
 }
@@ -235,14 +259,28 @@ fn bad_requests_get_grpc_codes() {
                 Code::ResourceExhausted,
                 "above the limit",
             ),
+            (
+                "request id too long",
+                SubmitProofRequest { request_id: "r".repeat(300), ..good.clone() },
+                Code::InvalidArgument,
+                "request_id is 300 bytes",
+            ),
+            (
+                "C1 of another miner",
+                SubmitProofRequest { miner_id: f.miner_id + 1, ..good.clone() },
+                Code::InvalidArgument,
+                "replica_id",
+            ),
         ];
         for (name, req, code, needle) in cases {
             let e = c.submit_proof(req).await.expect_err(name);
             assert_eq!(e.code(), code, "{name}: {e}");
             assert!(e.message().contains(needle), "{name}: `{}` lacks `{needle}`", e.message());
         }
-        let e = c.await_proof(AwaitProofRequest { job_id: "nope".into(), timeout_ms: 0 }).await.unwrap_err();
-        assert_eq!(e.code(), Code::NotFound);
+        for id in ["nope", "../../etc/passwd", "0000000000000001-1"] {
+            let e = c.await_proof(AwaitProofRequest { job_id: id.into(), timeout_ms: 0 }).await.unwrap_err();
+            assert_eq!(e.code(), Code::NotFound, "{id}");
+        }
         let e = c.preload_srs(PreloadSrsRequest { circuit_id: "wpost-32g".into() }).await.unwrap_err();
         assert_eq!(e.code(), Code::Unimplemented);
         // Still serving: a good request completes.
@@ -250,6 +288,109 @@ fn bad_requests_get_grpc_codes() {
         assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
     });
     d.shutdown();
+}
+
+/// The ingest limit applies to gRPC submissions too (the smaller of the two wins),
+/// before anything is parsed.
+#[test]
+fn ingest_limit_applies_to_grpc() {
+    let f = fixture(13);
+    let mut engine = small_config();
+    engine.ingest.param_cache = param_cache();
+    engine.ingest.max_input_bytes = cuzk::actors::ByteSize(1000);
+    let cfg = DaemonConfig {
+        listen: "127.0.0.1:0".into(),
+        metrics_listen: String::new(),
+        results_dir: "none".into(),
+        ..Default::default()
+    };
+    let d = Daemon::start(cfg, engine).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        let e = c.submit_proof(porep_request(&f, f.c1_json.clone())).await.unwrap_err();
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+        assert!(e.message().contains("limit of 1000"), "{}", e.message());
+    });
+    d.shutdown();
+}
+
+/// With `auth_token_file`, a call without the token (or with another) is refused.
+#[test]
+fn token_guards_every_call() {
+    let token = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-test-token");
+    std::fs::write(&token, "s3cret-s3cret-s3cret\n").unwrap();
+    let d = daemon(|c| c.auth_token_file = token.display().to_string());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        let e = c.get_status(GetStatusRequest {}).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
+        let with = |t: &str| {
+            let mut r = tonic::Request::new(GetStatusRequest {});
+            r.metadata_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+            r
+        };
+        assert_eq!(c.get_status(with("wrong-wrong-wrong")).await.unwrap_err().code(), Code::Unauthenticated);
+        c.get_status(with("s3cret-s3cret-s3cret")).await.unwrap();
+    });
+    d.shutdown();
+    std::fs::write(&token, "short").unwrap();
+    let cfg = DaemonConfig { auth_token_file: token.display().to_string(), ..Default::default() };
+    let e = Daemon::start(cfg, small_config()).err().unwrap().to_string();
+    assert!(e.contains("at least 16 characters"), "{e}");
+}
+
+/// A finished job's result outlives the daemon: after a restart AwaitProof serves it,
+/// its request id still names it (and only for the same inputs), an interrupted job
+/// is reported as such and resubmitted as a new job, and job ids never repeat.
+#[test]
+fn results_survive_a_restart() {
+    let f = fixture(15);
+    let dir = results_dir();
+    let d = daemon(|c| c.results_dir = dir.clone());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (job, proof) = rt.block_on(async {
+        let mut c = client(&d).await;
+        let mut req = porep_request(&f, f.c1_json.clone());
+        req.request_id = "sector-15".into();
+        let r = c.prove(ProveRequest { submit: Some(req) }).await.unwrap().into_inner().result.unwrap();
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+        // One more, interrupted by the shutdown below.
+        let mut req = porep_request(&f, f.wrapper_json.clone());
+        req.request_id = "sector-15-again".into();
+        c.submit_proof(req).await.unwrap();
+        (r.job_id, r.proof)
+    });
+    d.shutdown();
+    let d = daemon(|c| c.results_dir = dir.clone());
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        let r = c.await_proof(AwaitProofRequest { job_id: job.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!((r.status, &r.proof), (JobStatus::Completed as i32, &proof));
+        assert!(verify(&f, f.sector_id, &r.proof));
+        let mut req = porep_request(&f, f.c1_json.clone());
+        req.request_id = "sector-15".into();
+        assert_eq!(c.submit_proof(req.clone()).await.unwrap().into_inner().job_id, job, "same request, same job");
+        req.sector_number += 1;
+        let e = c.submit_proof(req).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains(&job), "{}", e.message());
+        // The interrupted one: stored as such, and a retry is a new job.
+        let mut again = porep_request(&f, f.wrapper_json.clone());
+        again.request_id = "sector-15-again".into();
+        let new = c.submit_proof(again).await.unwrap().into_inner().job_id;
+        assert_ne!(new.split('-').next(), job.split('-').next(), "a new epoch after the restart");
+        let r = c.await_proof(AwaitProofRequest { job_id: new, timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+    });
+    d.shutdown();
+    let stored: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).collect();
+    let interrupted = stored
+        .iter()
+        .filter(|e| std::fs::read_to_string(e.path()).unwrap().contains(&format!("\"status\":{}", JobStatus::Interrupted as i32)))
+        .count();
+    assert_eq!((stored.len(), interrupted), (3, 1), "two completed, one interrupted");
 }
 
 #[test]
@@ -260,9 +401,10 @@ fn shutdown_gives_every_job_a_terminal_result() {
     let results = rt.block_on(async {
         let c = client(&d).await;
         let calls: Vec<_> = (0..3)
-            .map(|_| {
+            .map(|i| {
                 let mut c = c.clone();
-                let req = porep_request(&f, f.c1_json.clone());
+                let mut req = porep_request(&f, f.c1_json.clone());
+                req.request_id = format!("stop-{i}");
                 tokio::spawn(async move { c.prove(ProveRequest { submit: Some(req) }).await })
             })
             .collect();
@@ -278,7 +420,7 @@ fn shutdown_gives_every_job_a_terminal_result() {
     for r in results {
         let r = r.expect("the call itself completes").into_inner().result.unwrap();
         let ok = r.status == JobStatus::Completed as i32
-            || (r.status == JobStatus::Failed as i32 && r.error_message.contains("shut down"));
+            || (r.status == JobStatus::Interrupted as i32 && r.error_message.contains("interrupted"));
         assert!(ok, "status {} `{}`", r.status, r.error_message);
     }
 }

@@ -25,6 +25,8 @@ fn daemon(tweak: impl FnOnce(&mut cuzk::EngineConfig)) -> Daemon {
         listen: "127.0.0.1:0".into(),
         metrics_listen: "127.0.0.1:0".into(),
         shutdown_timeout_secs: 0,
+        results_dir: "none".into(),
+        allow_synthetic: true,
         ..Default::default()
     };
     let mut engine = small_config();
@@ -197,4 +199,38 @@ fn bench_batch_client_against_the_daemon() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("127.0.0.1:1"));
+}
+
+/// SubmitSynthetic makes the daemon generate parameters: off unless the config allows
+/// it, and when on, the parameters it keeps are charged to the host budget.
+#[test]
+fn synthetic_jobs_are_off_by_default_and_charged_when_on() {
+    let cfg = DaemonConfig {
+        listen: "127.0.0.1:0".into(),
+        metrics_listen: String::new(),
+        results_dir: "none".into(),
+        ..Default::default()
+    };
+    let d = Daemon::start(cfg, small_config()).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (_, mut ext) = clients(&d).await;
+        let e = ext.submit_synthetic(synthetic(8, 0, Priority::Normal)).await.unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+        assert!(e.message().contains("allow_synthetic"), "{}", e.message());
+    });
+    d.shutdown();
+
+    let d = daemon(|_| {});
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (mut v1, mut ext) = clients(&d).await;
+        assert_eq!(d.engine().host_budget().used, 0);
+        let id = ext.submit_synthetic(synthetic(10, 0, Priority::Normal)).await.unwrap().into_inner().job_id;
+        let r = v1.await_proof(AwaitProofRequest { job_id: id, timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.proof.len(), 192, "{}", r.error_message);
+        let held = d.engine().host_budget().used;
+        assert!(held > 0, "the kept synthetic parameters are charged to the host budget");
+    });
+    d.shutdown();
 }

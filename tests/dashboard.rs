@@ -157,6 +157,7 @@ fn dashboard_queries_only_exported_series() {
         listen: "127.0.0.1:0".into(),
         metrics_listen: "127.0.0.1:0".into(),
         shutdown_timeout_secs: 0,
+        results_dir: "none".into(),
         ..Default::default()
     };
     let mut engine = small_config();

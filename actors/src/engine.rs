@@ -314,6 +314,12 @@ impl Engine {
         self.inner.stages.iter().map(|s| s.metrics().snapshot()).collect()
     }
 
+    /// The host budget itself: memory held outside the pipeline (a daemon's synthetic
+    /// parameters, for example) is reserved here so the stages see it.
+    pub fn host_ledger(&self) -> &Arc<Ledger> {
+        &self.inner.host_ledger
+    }
+
     /// The host budget's counters (no message round trip).
     pub fn host_budget(&self) -> BudgetSnapshot {
         self.inner.host_ledger.snapshot()

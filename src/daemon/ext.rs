@@ -18,34 +18,43 @@ use super::{
     ext_proto::{self as pb, engine_server::Engine as ExtEngine},
     service::{priority, Service},
 };
-use crate::{JobSpec, ProvingKey, SyntheticCircuit, SyntheticSpec};
+use crate::{actors::budget::Reservation, JobSpec, ProvingKey, SyntheticCircuit, SyntheticSpec};
 
 /// The largest synthetic job the daemon generates parameters for (2^26 constraints
 /// need about 50 GiB of host memory for parameters and a, b, c).
 const MAX_SYNTHETIC_LOG2: u32 = 26;
 
 /// Synthetic parameter sets kept at once (benchmarks use one or two shapes); the
-/// least recently generated is dropped beyond this. They are not charged to the host
-/// budget: synthetic jobs are for benchmarking, not for production daemons.
+/// least recently generated is dropped beyond this. Each is charged to the host
+/// budget while kept.
 const MAX_SYNTHETIC_SETS: usize = 4;
+
+/// Host bytes reserved per constraint while a synthetic set is generated: above what
+/// generation and the resulting set use (about 0.6 KiB per constraint at density 1).
+const GENERATION_BYTES_PER_CONSTRAINT: u64 = 1024;
+
+type Kept = (Arc<ProvingKey>, std::time::Instant, Reservation);
 
 pub(super) struct Ext {
     v1: Arc<Service>,
+    /// Off unless `[daemon] allow_synthetic`: any client could otherwise make the
+    /// daemon generate tens of GiB of parameters.
+    allowed: bool,
     /// Synthetic parameters by shape, generated on first use (deterministic seed).
-    synthetic: Mutex<HashMap<String, (Arc<ProvingKey>, std::time::Instant)>>,
+    synthetic: Mutex<HashMap<String, Kept>>,
     /// Held while generating (one generation at a time), so that concurrent first
     /// requests for a shape wait for one generation instead of each running their own.
     generating: tokio::sync::Mutex<()>,
 }
 
 impl Ext {
-    pub(super) fn new(v1: Arc<Service>) -> Self {
-        Ext { v1, synthetic: Mutex::new(HashMap::new()), generating: tokio::sync::Mutex::new(()) }
+    pub(super) fn new(v1: Arc<Service>, allowed: bool) -> Self {
+        Ext { v1, allowed, synthetic: Mutex::new(HashMap::new()), generating: tokio::sync::Mutex::new(()) }
     }
 
     async fn params_for(&self, spec: SyntheticSpec) -> Result<Arc<ProvingKey>, Status> {
         let key = format!("{}-{}-{}-{}", spec.constraints, spec.public_inputs, spec.a_density, spec.b_density);
-        let cached = || self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).get(&key).map(|(p, _)| p.clone());
+        let cached = || self.synthetic.lock().unwrap_or_else(|e| e.into_inner()).get(&key).map(|(p, _, _)| p.clone());
         if let Some(p) = cached() {
             return Ok(p);
         }
@@ -53,6 +62,26 @@ impl Ext {
         if let Some(p) = cached() {
             return Ok(p);
         }
+        // Room first (evicting older sets), so generation never runs outside the budget.
+        let need = (spec.constraints as u64).saturating_mul(GENERATION_BYTES_PER_CONSTRAINT);
+        let ledger = self.v1.engine.host_ledger().clone();
+        let mut reservation = loop {
+            if let Some(r) = ledger.try_reserve(need) {
+                break r;
+            }
+            let mut cache = self.synthetic.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(oldest) = cache.iter().min_by_key(|(_, (_, at, _))| *at).map(|(k, _)| k.clone()) else {
+                let b = ledger.snapshot();
+                return Err(Status::resource_exhausted(format!(
+                    "synthetic parameters for {} constraints need {} of host budget; {} of {} is free",
+                    spec.constraints,
+                    crate::actors::ByteSize(need),
+                    crate::actors::ByteSize(b.capacity.saturating_sub(b.used)),
+                    crate::actors::ByteSize(b.capacity)
+                )));
+            };
+            cache.remove(&oldest);
+        };
         let t = std::time::Instant::now();
         let p = tokio::task::spawn_blocking(move || {
             let circuit = SyntheticCircuit::new(spec, 0).map_err(|e| e.to_string())?;
@@ -63,13 +92,14 @@ impl Ext {
         .map_err(|e| Status::internal(format!("parameter generation: {e}")))?
         .map_err(|e| Status::internal(format!("parameter generation: {e}")))?;
         info!(constraints = spec.constraints, ms = t.elapsed().as_millis() as u64, "synthetic parameters generated");
+        reservation.shrink_to(p.heap_bytes());
         let p = Arc::new(p);
         let mut cache = self.synthetic.lock().unwrap_or_else(|e| e.into_inner());
         while cache.len() >= MAX_SYNTHETIC_SETS {
-            let Some(oldest) = cache.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone()) else { break };
+            let Some(oldest) = cache.iter().min_by_key(|(_, (_, at, _))| *at).map(|(k, _)| k.clone()) else { break };
             cache.remove(&oldest);
         }
-        cache.insert(key, (p.clone(), std::time::Instant::now()));
+        cache.insert(key, (p.clone(), std::time::Instant::now(), reservation));
         Ok(p)
     }
 }
@@ -111,6 +141,11 @@ impl ExtEngine for Ext {
         &self,
         request: Request<pb::SubmitSyntheticRequest>,
     ) -> Result<Response<pb::SubmitSyntheticResponse>, Status> {
+        if !self.allowed {
+            return Err(Status::failed_precondition(
+                "synthetic jobs are off in this daemon: set [daemon] allow_synthetic = true (benchmarking only)",
+            ));
+        }
         let r = request.into_inner();
         let spec = spec_of(&r)?;
         let partitions = r.partitions.max(1) as u64;
@@ -125,7 +160,13 @@ impl ExtEngine for Ext {
         let job = JobSpec::circuits(params, circuits).with_seed(r.seed).with_priority(priority(r.priority));
         self.v1.expire();
         let handle = self.v1.engine.submit(job).await.map_err(super::service::submit_status)?;
-        let job_id = self.v1.register(handle, "");
+        let key = super::results::JobKey {
+            kind: -1,
+            miner_id: 0,
+            sector_number: r.seed,
+            registered_proof: spec.constraints as u64,
+        };
+        let job_id = self.v1.register(handle, "", key);
         Ok(Response::new(pb::SubmitSyntheticResponse { job_id }))
     }
 

@@ -5,8 +5,10 @@
 //! addresses; [`Daemon::shutdown`] stops intake, lets jobs in flight finish for up to
 //! `shutdown_timeout_secs`, then ends the rest (each gets a terminal result).
 
+mod auth;
 mod ext;
 mod http;
+mod results;
 mod service;
 
 use std::{
@@ -57,6 +59,9 @@ pub struct Daemon {
     pub metrics: Option<SocketAddr>,
     engine: Engine,
     stop: Option<oneshot::Sender<()>>,
+    /// Sent once the engine has ended every job, so the server thread stores their
+    /// results before its runtime stops.
+    engine_done: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     shutdown_timeout: Duration,
 }
@@ -84,6 +89,10 @@ impl Daemon {
     /// # Errors
     /// [`DaemonError`] for a bad address, a port in use, or an engine that cannot start.
     pub fn start(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<Daemon, DaemonError> {
+        // One limit on C1 inputs, applied to the message before anything is parsed.
+        let max_input = cfg.max_message_bytes.0.min(engine_cfg.ingest.max_input_bytes.0);
+        let max_input = usize::try_from(max_input).unwrap_or(usize::MAX);
+        let auth = auth::Auth::from_config(&cfg).map_err(DaemonError::Config)?;
         let engine = Engine::start(engine_cfg)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -108,18 +117,31 @@ impl Daemon {
             let _ = std::fs::remove_file(&path);
             let l = std::os::unix::net::UnixListener::bind(&path)
                 .map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
+            let mode = u32::from_str_radix(&cfg.socket_mode, 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| DaemonError::Config(format!("socket_mode `{}` is not octal permissions", cfg.socket_mode)))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
             l.set_nonblocking(true).map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
             (Either::Unix(l), Listen::Unix(path))
         } else {
             let l = bind(&cfg.listen)?;
             let a = l.local_addr().map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
+            if !a.ip().is_loopback() && !auth.enabled() {
+                warn!(listen = %a, "gRPC listens beyond loopback with no auth_token_file: any host that reaches it can submit, cancel and evict");
+            }
             (Either::Tcp(l), Listen::Tcp(a))
         };
         let metrics_listener = if cfg.metrics_listen.is_empty() { None } else { Some(bind(&cfg.metrics_listen)?) };
         let metrics = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
 
-        let svc = std::sync::Arc::new(service::Service::new(engine.clone(), &cfg));
-        let ext = ext::Ext::new(svc.clone());
+        let svc =
+            std::sync::Arc::new(service::Service::new(engine.clone(), &cfg, max_input).map_err(DaemonError::Config)?);
+        let ext = ext::Ext::new(svc.clone(), cfg.allow_synthetic);
+        let svc2 = svc.clone();
+        let (done_tx, done_rx) = oneshot::channel::<()>();
         // gRPC's own limit sits a little above ours, so that a C1 just over the limit
         // gets our ResourceExhausted with sizes rather than the transport's error.
         let max = usize::try_from(cfg.max_message_bytes.0).unwrap_or(usize::MAX).saturating_add(64 << 10);
@@ -137,17 +159,20 @@ impl Daemon {
                             Err(e) => warn!(error = %e, "metrics endpoint disabled"),
                         }
                     }
+                    use tonic::service::interceptor::InterceptedService;
                     let server = tonic::transport::Server::builder()
-                        .add_service(
+                        .add_service(InterceptedService::new(
                             proto::proving_engine_server::ProvingEngineServer::from_arc(svc)
                                 .max_decoding_message_size(max)
                                 .max_encoding_message_size(max),
-                        )
-                        .add_service(
+                            auth.clone(),
+                        ))
+                        .add_service(InterceptedService::new(
                             ext_proto::engine_server::EngineServer::new(ext)
                                 .max_decoding_message_size(max)
                                 .max_encoding_message_size(max),
-                        );
+                            auth,
+                        ));
                     let shutdown = async {
                         let _ = stop_rx.await;
                     };
@@ -184,6 +209,9 @@ impl Daemon {
                     if let Err(e) = res {
                         warn!(error = %e, "gRPC server ended with an error");
                     }
+                    // Jobs ended by the engine's shutdown (interrupted) are stored too.
+                    let _ = done_rx.await;
+                    svc2.drain(Duration::from_secs(10)).await;
                 });
             })
             .map_err(DaemonError::Runtime)?;
@@ -193,6 +221,7 @@ impl Daemon {
             metrics,
             engine,
             stop: Some(stop_tx),
+            engine_done: Some(done_tx),
             thread: Some(thread),
             shutdown_timeout: Duration::from_secs(cfg.shutdown_timeout_secs),
         })
@@ -222,6 +251,9 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.engine.shutdown();
+        if let Some(done) = self.engine_done.take() {
+            let _ = done.send(());
+        }
         if let Some(th) = self.thread.take() {
             let _ = th.join();
         }

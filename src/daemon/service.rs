@@ -5,16 +5,21 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
     time::{Duration, Instant},
 };
 
-use tokio::sync::watch;
+use sha2::Digest;
+use tokio::sync::{watch, Notify};
 use tonic::{Request, Response, Status};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{
     proto::{self, await_proof_response::Status as JobStatus, proving_engine_server::ProvingEngine, ProofKind},
+    results::{JobKey, Record, Results},
     DaemonConfig,
 };
 use crate::{
@@ -24,6 +29,7 @@ use crate::{
 };
 
 struct Job {
+    key: JobKey,
     result: watch::Receiver<Option<proto::AwaitProofResponse>>,
     canceller: Canceller,
     finished: Arc<Mutex<Option<Instant>>>,
@@ -40,7 +46,16 @@ pub(super) struct Service {
     max_input: usize,
     retention: Duration,
     started: Instant,
+    /// Finished jobs on disk (`[daemon] results_dir`), if kept.
+    results: Option<Arc<Results>>,
+    results_retention: Duration,
+    last_prune: Mutex<Instant>,
+    /// Jobs whose result is not yet stored and published; shutdown waits for them.
+    pending: Arc<(AtomicUsize, Notify)>,
 }
+
+/// Longest request id accepted (Curio's are UUIDs or task ids).
+const MAX_REQUEST_ID: usize = 256;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -93,6 +108,16 @@ fn proof_for_circuit_id(id: &str) -> Result<RegisteredSealProof, Status> {
     fil::proof_for_sector_size(size).map_err(Status::invalid_argument)
 }
 
+/// The request id of a submission that carries none: its kind, miner, sector, proof
+/// type and the hash of its input.
+fn content_id(key: &JobKey, input: &[u8]) -> String {
+    let mut h = sha2::Sha256::new();
+    h.update(format!("{key}").as_bytes());
+    h.update(input);
+    let d = h.finalize();
+    format!("auto-{}", d.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
 fn to_response(job_id: &str, r: Result<JobOutput, JobError>) -> proto::AwaitProofResponse {
     let mut resp = proto::AwaitProofResponse { job_id: job_id.to_string(), ..Default::default() };
     match r {
@@ -111,6 +136,10 @@ fn to_response(job_id: &str, r: Result<JobOutput, JobError>) -> proto::AwaitProo
             resp.status = JobStatus::Cancelled as i32;
             resp.error_message = "cancelled".into();
         }
+        Err(JobError::Shutdown) => {
+            resp.status = JobStatus::Interrupted as i32;
+            resp.error_message = "interrupted: the daemon stopped before the job ended; submit it again".into();
+        }
         Err(e) => {
             resp.status = JobStatus::Failed as i32;
             resp.error_message = e.to_string();
@@ -120,20 +149,97 @@ fn to_response(job_id: &str, r: Result<JobOutput, JobError>) -> proto::AwaitProo
 }
 
 impl Service {
-    pub(super) fn new(engine: Engine, cfg: &DaemonConfig) -> Self {
-        Service {
+    /// `max_input`: the largest C1 accepted (the smaller of the message and Ingest
+    /// limits).
+    ///
+    /// # Errors
+    /// The results directory cannot be created.
+    pub(super) fn new(engine: Engine, cfg: &DaemonConfig, max_input: usize) -> Result<Self, String> {
+        let results_retention = Duration::from_secs(cfg.results_retention_secs);
+        let results = match cfg.results_dir() {
+            None => None,
+            Some(dir) => Some(Arc::new(
+                Results::open(dir.clone(), results_retention)
+                    .map_err(|e| format!("results_dir {}: {e}", dir.display()))?,
+            )),
+        };
+        // Request ids of stored results: a retry after a restart finds its job.
+        let mut by_request: HashMap<String, (String, bool)> = HashMap::new();
+        for r in results.iter().flat_map(|r| r.all()) {
+            if r.request_id.is_empty() {
+                continue;
+            }
+            let completed = r.status == JobStatus::Completed as i32;
+            match by_request.get(&r.request_id) {
+                Some((_, true)) => {}
+                _ => {
+                    by_request.insert(r.request_id.clone(), (r.job_id.clone(), completed));
+                }
+            }
+        }
+        if let Some(r) = &results {
+            info!(dir = %r.dir().display(), request_ids = by_request.len(), "results directory");
+        }
+        Ok(Service {
             engine,
             jobs: Mutex::new(HashMap::new()),
-            by_request: Mutex::new(HashMap::new()),
+            by_request: Mutex::new(by_request.into_iter().map(|(k, (id, _))| (k, id)).collect()),
             dedup: tokio::sync::Mutex::new(()),
-            max_input: usize::try_from(cfg.max_message_bytes.0).unwrap_or(usize::MAX),
+            max_input,
             retention: Duration::from_secs(cfg.job_retention_secs),
             started: Instant::now(),
+            results,
+            results_retention,
+            last_prune: Mutex::new(Instant::now()),
+            pending: Arc::new((AtomicUsize::new(0), Notify::new())),
+        })
+    }
+
+    /// Waits (up to `limit`) until every ended job's result is stored and published.
+    pub(super) async fn drain(&self, limit: Duration) {
+        let wait = async {
+            loop {
+                let notified = self.pending.1.notified();
+                if self.pending.0.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(limit, wait).await.is_err() {
+            warn!(pending = self.pending.0.load(Ordering::SeqCst), "results not all stored at shutdown");
+        }
+    }
+
+    /// The job a request id names, if a new submission must not create another:
+    /// one running or completed for the same inputs. A failed, cancelled or
+    /// interrupted one is retried (`None`); one for other inputs is refused.
+    fn existing(&self, request_id: &str, key: &JobKey) -> Result<Option<String>, Status> {
+        let Some(job_id) = lock(&self.by_request).get(request_id).cloned() else { return Ok(None) };
+        let state = lock(&self.jobs)
+            .get(&job_id)
+            .map(|j| (j.key.clone(), j.result.borrow().as_ref().map(|r| r.status)))
+            .or_else(|| self.results.as_ref()?.read(&job_id).map(|r| (r.key, Some(r.status))));
+        match state {
+            None => Ok(None),
+            Some((k, _)) if k != *key => Err(Status::invalid_argument(format!(
+                "request_id `{request_id}` already names job {job_id} for {k}, not {key}"
+            ))),
+            Some((_, Some(s))) if s != JobStatus::Completed as i32 => Ok(None),
+            Some(_) => Ok(Some(job_id)),
         }
     }
 
     /// Forgets jobs that finished more than `retention` ago.
     pub(super) fn expire(&self) {
+        if let Some(r) = &self.results {
+            let mut last = lock(&self.last_prune);
+            if last.elapsed() > Duration::from_secs(3600) {
+                *last = Instant::now();
+                let (r, keep) = (r.clone(), self.results_retention);
+                tokio::task::spawn_blocking(move || r.prune(keep));
+            }
+        }
         let retention = self.retention;
         let mut jobs = lock(&self.jobs);
         let before = jobs.len();
@@ -159,9 +265,21 @@ impl Service {
             }
             Err(_) => return Err(Status::invalid_argument(format!("unknown proof_kind {}", req.proof_kind))),
         }
+        if req.request_id.len() > MAX_REQUEST_ID {
+            return Err(Status::invalid_argument(format!(
+                "request_id is {} bytes; at most {MAX_REQUEST_ID}",
+                req.request_id.len()
+            )));
+        }
+        let key = JobKey {
+            kind: req.proof_kind,
+            miner_id: req.miner_id,
+            sector_number: req.sector_number,
+            registered_proof: req.registered_proof,
+        };
         if !req.request_id.is_empty() {
-            if let Some(id) = lock(&self.by_request).get(&req.request_id) {
-                return Ok(id.clone());
+            if let Some(id) = self.existing(&req.request_id, &key)? {
+                return Ok(id);
             }
         }
         if req.vanilla_proof.is_empty() {
@@ -178,13 +296,21 @@ impl Service {
         // failed job later; the parsed form goes to Ingest, which does not parse again.
         let bytes = req.vanilla_proof;
         let max = self.max_input;
-        let c1 = tokio::task::spawn_blocking(move || fil::parse_c1(&bytes, max))
-            .await
-            .map_err(|e| Status::internal(format!("C1 validation: {e}")))?
-            .map_err(|e| match e {
-                PorepError::TooLarge { .. } => Status::resource_exhausted(e.to_string()),
-                e => Status::invalid_argument(e.to_string()),
-            })?;
+        // Without a request id, the inputs themselves name the job: a client that
+        // lost its connection and submits (or Proves) again finds the same job.
+        let explicit_id = (!req.request_id.is_empty()).then_some(req.request_id);
+        let k = key.clone();
+        let (c1, request_id) = tokio::task::spawn_blocking(move || {
+            let c1 = fil::parse_c1(&bytes, max)?;
+            let id = explicit_id.unwrap_or_else(|| content_id(&k, &bytes));
+            Ok::<_, PorepError>((c1, id))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("C1 validation: {e}")))?
+        .map_err(|e| match e {
+            PorepError::TooLarge { .. } => Status::resource_exhausted(e.to_string()),
+            e => Status::invalid_argument(e.to_string()),
+        })?;
         let proof = c1.registered_proof();
         if req.sector_size != 0 && req.sector_size != u64::from(proof.sector_size()) {
             return Err(Status::invalid_argument(format!(
@@ -214,36 +340,48 @@ impl Service {
         let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
         // Serialize submissions that carry a request id, so that a retry racing the
         // original cannot create a second job.
-        let _dedup = if req.request_id.is_empty() { None } else { Some(self.dedup.lock().await) };
-        if let Some(id) =
-            (!req.request_id.is_empty()).then(|| lock(&self.by_request).get(&req.request_id).cloned()).flatten()
-        {
+        let _dedup = self.dedup.lock().await;
+        if let Some(id) = self.existing(&request_id, &key)? {
             return Ok(id);
         }
         let handle = self.engine.submit(spec).await.map_err(submit_status)?;
-        let job_id = self.register(handle, &req.request_id);
+        let job_id = self.register(handle, &request_id, key);
         info!(job = %job_id, sector = req.sector_number, miner = req.miner_id, proof = ?proof, "proof submitted");
         Ok(job_id)
     }
 
     /// Makes a submitted job visible to AwaitProof / CancelProof (and, with a
     /// request id, to idempotent resubmission); returns its id.
-    pub(super) fn register(&self, handle: JobHandle, request_id: &str) -> String {
+    pub(super) fn register(&self, handle: JobHandle, request_id: &str, key: JobKey) -> String {
         let job_id = handle.id().to_string();
         let (tx, rx) = watch::channel(None);
         let finished = Arc::new(Mutex::new(None));
         let timings = Arc::new(Mutex::new(None));
         let canceller = handle.canceller();
         let (id2, fin2, tim2) = (job_id.clone(), finished.clone(), timings.clone());
+        let (results, pending, rid, k) = (self.results.clone(), self.pending.clone(), request_id.to_string(), key.clone());
+        pending.0.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             let r = handle.wait().await;
             if let Ok(out) = &r {
                 *lock(&tim2) = Some(out.timings.clone());
             }
+            let resp = to_response(&id2, r);
+            // Stored before anyone is told, so a proof a client saw is never lost.
+            if let Some(results) = results {
+                let rec = Record::new(&resp, &rid, &k);
+                match tokio::task::spawn_blocking(move || results.write(&rec)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => warn!(job = %id2, error = %e, "result not stored"),
+                    Err(e) => warn!(job = %id2, error = %e, "result not stored"),
+                }
+            }
             *lock(&fin2) = Some(Instant::now());
-            let _ = tx.send(Some(to_response(&id2, r)));
+            let _ = tx.send(Some(resp));
+            pending.0.fetch_sub(1, Ordering::SeqCst);
+            pending.1.notify_waiters();
         });
-        lock(&self.jobs).insert(job_id.clone(), Job { result: rx, canceller, finished, timings });
+        lock(&self.jobs).insert(job_id.clone(), Job { key, result: rx, canceller, finished, timings });
         if !request_id.is_empty() {
             lock(&self.by_request).insert(request_id.to_string(), job_id.clone());
         }
@@ -260,10 +398,18 @@ impl Service {
     }
 
     async fn await_job(&self, job_id: &str, timeout_ms: u64) -> Result<proto::AwaitProofResponse, Status> {
-        let mut rx = lock(&self.jobs)
-            .get(job_id)
-            .map(|j| j.result.clone())
-            .ok_or_else(|| Status::not_found(format!("no job `{job_id}` (unknown, or finished and forgotten)")))?;
+        let rx = lock(&self.jobs).get(job_id).map(|j| j.result.clone());
+        let Some(mut rx) = rx else {
+            // Finished before a restart, or forgotten from memory: the results directory.
+            let stored = self.results.clone().map(|r| (r, job_id.to_string()));
+            let rec = match stored {
+                Some((r, id)) => tokio::task::spawn_blocking(move || r.read(&id)).await.ok().flatten(),
+                None => None,
+            };
+            return rec.and_then(|r| r.response()).ok_or_else(|| {
+                Status::not_found(format!("no job `{job_id}` (unknown, or finished and its result expired)"))
+            });
+        };
         let wait = async {
             loop {
                 if let Some(r) = rx.borrow_and_update().clone() {
