@@ -28,11 +28,13 @@ pub type IppSrs = bellperson::groth16::aggregate::GenericSRS<blstrs::Bls12>;
 /// [`PorepError::IppSrs`] naming the file when it is missing or malformed.
 pub fn load_ipp_srs(path: &Path) -> Result<IppSrs, PorepError> {
     let bad = |e: std::io::Error| PorepError::IppSrs(format!("{}: {e}", path.display()));
-    let file = std::fs::File::open(path).map_err(bad)?;
-    // SAFETY: read-only map of a parameter file nobody writes while we run (the same
-    // assumption filecoin-proofs makes for this file).
-    #[allow(unsafe_code)]
-    let map = unsafe { memmap2_05::MmapOptions::new().map(&file) }.map_err(bad)?;
+    // bellperson reads the SRS from a map. The file is copied into an anonymous one,
+    // not mapped: a file truncated while mapped would kill the process with SIGBUS.
+    let mut file = std::fs::File::open(path).map_err(bad)?;
+    let len = usize::try_from(file.metadata().map_err(bad)?.len()).unwrap_or(usize::MAX);
+    let mut anon = memmap2_05::MmapMut::map_anon(len.max(1)).map_err(bad)?;
+    std::io::Read::read_exact(&mut file, &mut anon[..len]).map_err(bad)?;
+    let map = anon.make_read_only().map_err(bad)?;
     // bellperson indexes the map without bounds checks on lengths it reads from the
     // file: check the four vector headers against the file size first.
     let g1 = std::mem::size_of::<<blstrs::G1Affine as group::GroupEncoding>::Repr>();

@@ -1,10 +1,12 @@
-//! bellperson's parameter file format, read through a memory map.
+//! bellperson's parameter file format, read with positioned reads in chunks (not a
+//! memory map: a file truncated while it loads would kill the process with SIGBUS;
+//! a short read is an error that names the file).
 //!
 //! Layout (all points uncompressed, lengths big-endian u32):
 //! `vk.alpha_g1 vk.beta_g1 vk.beta_g2 vk.gamma_g2 vk.delta_g1 vk.delta_g2 |ic| ic..`
 //! then `|h| h.. |l| l.. |a| a.. |b_g1| b_g1.. |b_g2| b_g2..`.
 
-use std::{fs::File, io::Write, path::Path, sync::Arc};
+use std::{fs::File, io::Write, os::unix::fs::FileExt, path::Path, sync::Arc};
 
 use bellperson::groth16::VerifyingKey;
 use blstrs::{Bls12, G1Affine, G2Affine};
@@ -57,39 +59,50 @@ macro_rules! point {
 point!(G1Affine, G1_LEN);
 point!(G2Affine, G2_LEN);
 
-/// A cursor over the mapped bytes that reports errors with the file name.
+/// Bytes read per chunk of a point vector (decoded in parallel, then the next read).
+const CHUNK_BYTES: usize = 64 << 20;
+
+/// A cursor over the file that reports errors with the file name.
 struct Reader<'a> {
     path: &'a Path,
-    bytes: &'a [u8],
+    file: &'a File,
+    /// The length when opened; sections are checked against it before reading.
+    file_len: usize,
     offset: usize,
     checked: bool,
+    buf: Vec<u8>,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, section: &'static str, n: usize) -> Result<&'a [u8], SrsError> {
-        if self.bytes.len() - self.offset < n {
+    /// Reads the next `n` bytes into `self.buf`.
+    fn take(&mut self, section: &'static str, n: usize) -> Result<(), SrsError> {
+        if self.file_len - self.offset < n {
             return Err(SrsError::Truncated {
                 path: self.path.to_path_buf(),
                 section,
                 offset: self.offset,
                 needed: n,
-                file_len: self.bytes.len(),
+                file_len: self.file_len,
             });
         }
-        let s = &self.bytes[self.offset..self.offset + n];
+        self.buf.resize(n, 0);
+        self.file.read_exact_at(&mut self.buf, self.offset as u64).map_err(|e| SrsError::Io {
+            path: self.path.to_path_buf(),
+            source: std::io::Error::new(e.kind(), format!("section `{section}` at offset {}: {e} (file changed while loading?)", self.offset)),
+        })?;
         self.offset += n;
-        Ok(s)
+        Ok(())
     }
 
     fn len(&mut self, section: &'static str) -> Result<usize, SrsError> {
-        let b = self.take(section, 4)?;
-        Ok(u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize)
+        self.take(section, 4)?;
+        Ok(u32::from_be_bytes(self.buf[..4].try_into().expect("4 bytes")) as usize)
     }
 
     fn one<P: Point>(&mut self, section: &'static str) -> Result<P, SrsError> {
         let offset = self.offset;
-        let b = self.take(section, P::LEN)?;
-        P::decode(b, self.checked).map_err(|reason| SrsError::InvalidPoint {
+        self.take(section, P::LEN)?;
+        P::decode(&self.buf, self.checked).map_err(|reason| SrsError::InvalidPoint {
             path: self.path.to_path_buf(),
             section,
             index: 0,
@@ -102,32 +115,48 @@ impl<'a> Reader<'a> {
     fn vec<P: Point>(&mut self, section: &'static str) -> Result<Vec<P>, SrsError> {
         let n = self.len(section)?;
         let start = self.offset;
-        let raw = self.take(section, n.saturating_mul(P::LEN))?;
-        let checked = self.checked;
-        raw.par_chunks_exact(P::LEN)
-            .enumerate()
-            .map(|(index, b)| {
-                P::decode(b, checked).map_err(|reason| SrsError::InvalidPoint {
-                    path: self.path.to_path_buf(),
-                    section,
-                    index,
-                    offset: start + index * P::LEN,
-                    reason,
+        let total = n.saturating_mul(P::LEN);
+        if self.file_len - self.offset < total {
+            return Err(SrsError::Truncated {
+                path: self.path.to_path_buf(),
+                section,
+                offset: self.offset,
+                needed: total,
+                file_len: self.file_len,
+            });
+        }
+        let mut out = Vec::with_capacity(n);
+        let per_chunk = (CHUNK_BYTES / P::LEN).max(1);
+        while out.len() < n {
+            let first = out.len();
+            let k = per_chunk.min(n - first);
+            self.take(section, k * P::LEN)?;
+            let (checked, path) = (self.checked, self.path);
+            let decoded: Result<Vec<P>, SrsError> = self
+                .buf
+                .par_chunks_exact(P::LEN)
+                .enumerate()
+                .map(|(i, b)| {
+                    P::decode(b, checked).map_err(|reason| SrsError::InvalidPoint {
+                        path: path.to_path_buf(),
+                        section,
+                        index: first + i,
+                        offset: start + (first + i) * P::LEN,
+                        reason,
+                    })
                 })
-            })
-            .collect()
+                .collect();
+            out.extend(decoded?);
+        }
+        Ok(out)
     }
 }
 
 pub(crate) fn load(path: &Path, opts: LoadOptions) -> Result<ProvingKey, SrsError> {
     let io = |source| SrsError::Io { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io)?;
-    // SAFETY: the map is read-only and dropped before this function returns; a
-    // concurrent truncation of the file by another process could fault, which is the
-    // documented hazard of mapping files that operators must not rewrite in place.
-    #[allow(unsafe_code)]
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    let mut r = Reader { path, bytes: &map, offset: 0, checked: opts.subgroup_checks };
+    let file_len = usize::try_from(file.metadata().map_err(io)?.len()).unwrap_or(usize::MAX);
+    let mut r = Reader { path, file: &file, file_len, offset: 0, checked: opts.subgroup_checks, buf: Vec::new() };
     let vk = VerifyingKey::<Bls12> {
         alpha_g1: r.one("vk.alpha_g1")?,
         beta_g1: r.one("vk.beta_g1")?,
@@ -142,12 +171,8 @@ pub(crate) fn load(path: &Path, opts: LoadOptions) -> Result<ProvingKey, SrsErro
     let a = r.vec("a")?;
     let b_g1 = r.vec("b_g1")?;
     let b_g2 = r.vec("b_g2")?;
-    if r.offset != map.len() {
-        return Err(SrsError::TrailingBytes {
-            path: path.to_path_buf(),
-            offset: r.offset,
-            extra: map.len() - r.offset,
-        });
+    if r.offset != file_len {
+        return Err(SrsError::TrailingBytes { path: path.to_path_buf(), offset: r.offset, extra: file_len - r.offset });
     }
     Ok(ProvingKey { vk, h: Arc::new(h), l: Arc::new(l), a: Arc::new(a), b_g1: Arc::new(b_g1), b_g2: Arc::new(b_g2) })
 }

@@ -1,0 +1,55 @@
+//! A parameter file that changes while it loads (an operator re-downloading it in
+//! place, a full disk) is an error that names the file, never a crash: a memory map
+//! of a file truncated under it would kill the whole process with SIGBUS.
+
+use std::{
+    fs::OpenOptions,
+    os::unix::fs::FileExt,
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
+};
+
+use cuzk_srs::{generate_random, LoadOptions, ProvingKey};
+use cuzk_synth::{SyntheticCircuit, SyntheticSpec};
+use rand_chacha::{rand_core::SeedableRng, ChaCha20Rng};
+
+#[test]
+fn a_file_truncated_while_loading_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("key.params");
+    let spec = SyntheticSpec { constraints: 1 << 13, public_inputs: 2, a_density: 1.0, b_density: 1.0 };
+    let key = generate_random(SyntheticCircuit::new(spec, 0).unwrap(), &mut ChaCha20Rng::seed_from_u64(1)).unwrap();
+    key.write(&path).unwrap();
+    let full = std::fs::read(&path).unwrap();
+    let stop = AtomicBool::new(false);
+    let (mut ok, mut failed) = (0, 0);
+    std::thread::scope(|s| {
+        // Shrinks the same file (same inode) and writes it back, over and over.
+        s.spawn(|| {
+            let f = OpenOptions::new().write(true).open(&path).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                f.set_len(full.len() as u64 / 3).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+                f.write_all_at(&full, 0).unwrap();
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        });
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(3) {
+            match ProvingKey::load(&path, LoadOptions::default()) {
+                Ok(k) => {
+                    assert_eq!(k.h.len(), key.h.len());
+                    ok += 1;
+                }
+                Err(e) => {
+                    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+                    failed += 1;
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(failed > 0, "the file never changed under a load ({ok} loads)");
+    // Whole again: loads.
+    ProvingKey::load(&path, LoadOptions::default()).unwrap();
+}
