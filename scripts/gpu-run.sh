@@ -195,7 +195,7 @@ if [[ " $PHASES " == *" multi "* ]]; then
 fi
 
 if [[ " $PHASES " == *" daemon "* ]]; then
-    printf '[backend]\nkind = "gpu"\n[daemon]\nlisten = "127.0.0.1:9820"\nmetrics_listen = "127.0.0.1:9821"\n[timeline]\nenabled = true\n' > "$OUT/daemon.toml"
+    printf '[backend]\nkind = "gpu"\n[daemon]\nlisten = "127.0.0.1:9820"\nmetrics_listen = "127.0.0.1:9821"\nallow_synthetic = true\nresults_dir = "none"\n[timeline]\nenabled = true\n' > "$OUT/daemon.toml"
     RUST_LOG=info "$D/cuzk" daemon --config "$OUT/daemon.toml" > "$OUT/daemon.log" 2>&1 & DPID=$!
     sleep 3
     "$D/cuzk" bench batch -t synthetic --log2 "${DAEMON_LOG2:-20}" -c "${DAEMON_COUNT:-20}" -j 8 > "$OUT/daemon-batch.log" 2>&1 &
