@@ -22,7 +22,7 @@ fn main() -> ExitCode {
     let cfg = match cli::load_config(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             return ExitCode::from(2);
         }
     };
@@ -30,11 +30,24 @@ fn main() -> ExitCode {
     let ok = match cli.run(&cfg) {
         Ok(code) => code == ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             false
         }
     };
     exit_now(ok)
+}
+
+/// The error and its causes, each said once: many errors already include their
+/// source in their own message (`path: No such file or directory`).
+fn message(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg = format!("{msg}: {c}");
+        }
+    }
+    msg
 }
 
 /// Ends the process with status 0 (`ok`) or 1 without running atexit handlers. The

@@ -80,6 +80,8 @@ fn errors_are_clear() {
     assert!(!ok && err.contains("bad.toml") && err.contains("negative"), "{err}");
     let (ok, _, err) = run(cuzk().args(["prove", "--synthetic", "8", "--params", "/nonexistent.params"]));
     assert!(!ok && err.contains("/nonexistent.params"), "{err}");
+    let (ok, _, err) = run(cuzk().args(["srs", "info", "/nonexistent.params"]));
+    assert!(!ok && err.matches("No such file").count() == 1, "the cause is said once: {err}");
     let junk = dir.path().join("junk.params");
     std::fs::write(&junk, b"not parameters").unwrap();
     let (ok, _, err) = run(cuzk().args(["srs", "info"]).arg(&junk));
