@@ -218,7 +218,7 @@ pub fn render(snap: &EngineSnapshot) -> String {
     }
     if !snap.devices.is_empty() {
         type Get = fn(&cuzk_gpu::DeviceStats) -> u64;
-        let per_device: [(&str, &str, &str, Get); 6] = [
+        let per_device: [(&str, &str, &str, Get); 8] = [
             (
                 "cuzk_device_vram_budget_bytes",
                 "gauge",
@@ -238,6 +238,18 @@ pub fn render(snap: &EngineSnapshot) -> String {
             ("cuzk_device_oom_recovered_total", "counter", "Retries after out-of-memory that succeeded.", |d| {
                 d.oom_recovered
             }),
+            (
+                "cuzk_device_healthy",
+                "gauge",
+                "1 while the device takes work; 0 once a sticky CUDA error retired it (a restart recovers it).",
+                |d| u64::from(d.health == cuzk_gpu::DeviceHealth::Healthy),
+            ),
+            (
+                "cuzk_device_partitions_moved_total",
+                "counter",
+                "Partitions that hit a sticky CUDA error here and ran again elsewhere (another device or the CPU).",
+                |d| d.partitions_moved,
+            ),
         ];
         for (name, kind, help, get) in per_device {
             family(&mut o, name, kind, help);

@@ -144,3 +144,54 @@ fn gpu_ni_porep_2kib_aggregates_and_verifies() {
     eprintln!("ok NI-PoRep 2KiB on the GPU: 13 partitions + aggregation in {took:?}; {:?}", out.timings.ops);
     gpu.shutdown();
 }
+
+/// A sticky CUDA error in the middle of a stream (partition 1 of the second of three
+/// jobs; simulated, `FaultKind::DeviceError`): the device is retired, the partition
+/// runs again elsewhere (another device, or the CPU when it was the only one), every
+/// job's proofs are the CPU backend's and verify, the device's health shows in the
+/// snapshot and the metrics, and a later job succeeds.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn gpu_sticky_error_retires_the_device_and_jobs_complete() {
+    use cuzk::{
+        actors::{Fault, FaultKind},
+        gpu::{no_device_left, DeviceHealth},
+        StageName,
+    };
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = cpu_engine();
+    let spec = spec(1 << 12, 2, 1.0, 0.5);
+    let srs = params(spec);
+    let circuits = |seed: u64| (0..3).map(|i| SyntheticCircuit::new(spec, seed + i).unwrap()).collect::<Vec<_>>();
+    let job = |seed: u64| JobSpec::circuits(srs.clone(), circuits(seed)).with_randomness(randomness(3, seed));
+    let check = |seed: u64, out: cuzk::JobOutput| {
+        let want = prove_circuits(&cpu, srs.clone(), circuits(seed), Some(randomness(3, seed))).unwrap();
+        for (i, c) in circuits(seed).into_iter().enumerate() {
+            assert_eq!(bytes(&out.proofs[i]), bytes(&want.proofs[i]), "job {seed} partition {i}: GPU vs CPU backend");
+            assert!(verifies(&srs, &out.proofs[i], &c.public_inputs()), "job {seed} partition {i}");
+        }
+    };
+    let fault = Fault { stage: StageName::ProveGpu, partition: Some(1), kind: FaultKind::DeviceError };
+    let handles = [
+        (100, gpu.submit_blocking(job(100)).unwrap()),
+        (200, gpu.submit_blocking(job(200).with_fault(fault)).unwrap()),
+        (300, gpu.submit_blocking(job(300)).unwrap()),
+    ];
+    for (seed, h) in handles {
+        check(seed, h.wait_blocking().unwrap_or_else(|e| panic!("job {seed} failed: {e}")));
+    }
+    let snap = gpu.snapshot_blocking();
+    eprintln!("devices after the fault: {:?}", snap.devices);
+    let retired: Vec<_> = snap.devices.iter().filter(|d| d.health == DeviceHealth::Retired).collect();
+    assert_eq!(retired.len(), 1, "{:?}", snap.devices);
+    assert_eq!(retired[0].partitions_moved, 1);
+    assert_eq!(no_device_left(&snap.devices), snap.devices.len() == 1, "{:?}", snap.devices);
+    let text = cuzk::metrics::render(&snap);
+    let series = format!("cuzk_device_healthy{{device=\"{}\"}} 0", retired[0].device);
+    assert!(text.contains(&series), "{series} not in the metrics");
+
+    check(400, gpu.submit_blocking(job(400)).unwrap().wait_blocking().unwrap());
+    assert_eq!(gpu.snapshot_blocking().devices.iter().filter(|d| d.health == DeviceHealth::Retired).count(), 1);
+    gpu.shutdown();
+    cpu.shutdown();
+}

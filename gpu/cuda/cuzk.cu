@@ -32,6 +32,19 @@ typedef fr_t scalar_t;
 typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_g1_t;
 typedef msm_t<bucket_fp2_t, point_fp2_t, affine_fp2_t, scalar_t> msm_g2_t;
 
+// ~msm_t synchronizes the device and throws when that fails, and an exception out of
+// a destructor ends the process (std::terminate). After a sticky error (an illegal
+// address, a kernel fault) every synchronize fails, so an MSM object is destroyed
+// only while the device still synchronizes, and leaked otherwise: its memory belongs
+// to a context nothing uses again. The current device must be the object's.
+template<class T> struct sync_or_leak {
+    void operator()(T* p) const
+    {
+        if (cudaDeviceSynchronize() == cudaSuccess) delete p;
+    }
+};
+template<class T> using msm_box = std::unique_ptr<T, sync_or_leak<T>>;
+
 #define CUZK_TRY try {
 #define CUZK_CATCH                                                         \
     } catch (const cuda_error& e) {                                         \
@@ -103,10 +116,11 @@ typedef affine_fp2_t::mem_t affine_fp2_h;
 
 struct cuzk_srs {
     int dev;
-    std::unique_ptr<msm_g1_t> h, l, a, b1;
-    std::unique_ptr<msm_g2_t> b2;
+    msm_box<msm_g1_t> h, l, a, b1;
+    msm_box<msm_g2_t> b2;
     affine_h *pl = nullptr, *pa = nullptr, *pb1 = nullptr;
     affine_fp2_h* pb2 = nullptr;
+    // Destroyed with its device current (cuzk_srs_free, cuzk_srs_new).
     ~cuzk_srs()
     {
         for (void* p : {(void*)pl, (void*)pa, (void*)pb1, (void*)pb2})
@@ -116,7 +130,7 @@ struct cuzk_srs {
 
 template<class msm_type, class affine_dev, class affine>
 static void resident_points(const gpu_t& gpu, int dev, const affine* host, size_t n,
-                            std::unique_ptr<msm_type>& msm, affine_dev*& d)
+                            msm_box<msm_type>& msm, affine_dev*& d)
 {
     if (!n) return;
     CUDA_OK(cudaMalloc(&d, n * sizeof(affine_dev)));
@@ -171,6 +185,34 @@ static void keep_pool_memory(const gpu_t& gpu)
     CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, gpu.cid()));
     uint64_t keep = UINT64_MAX;
     CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+}
+
+// Waits for the device's work. After a sticky error this fails with it: the
+// backend's test of whether an unlisted error code left the device unusable.
+extern "C" RustError cuzk_device_synchronize(size_t dev)
+{
+    CUZK_TRY
+    select_gpu((int)dev);
+    CUDA_OK(cudaDeviceSynchronize());
+    CUZK_CATCH
+}
+
+__global__ void write_invalid_address(uint64_t* p)
+{
+    *p = 1;
+}
+
+// Test hook (InjectedFault::IllegalAddress): a kernel stores to an address no
+// allocation covers, a real cudaErrorIllegalAddress. The device's context stays
+// unusable for the rest of the process.
+extern "C" RustError cuzk_test_illegal_address(size_t dev)
+{
+    CUZK_TRY
+    const gpu_t& gpu = select_gpu((int)dev);
+    write_invalid_address<<<1, 1, 0, gpu[0]>>>((uint64_t*)(uintptr_t)8);
+    CUDA_OK(cudaGetLastError());
+    gpu[0].sync();
+    CUZK_CATCH
 }
 
 extern "C" RustError cuzk_device_trim(size_t dev)
@@ -360,8 +402,8 @@ static void run_msm(const gpu_t& gpu, msm_type* resident, const affine_dev* dev_
         // the points as its pre-loaded device points.
         err = resident->invoke(out, dev_ptr_t<affine>((affine*)dev_pts), n, scalars, mont);
     } else {
-        msm_type msm{nullptr, n, sizeof(affine), gpu.id()};
-        err = msm.invoke(out, host_pts, n, scalars, mont);
+        msm_box<msm_type> msm{new msm_type(nullptr, n, sizeof(affine), gpu.id())};
+        err = msm->invoke(out, host_pts, n, scalars, mont);
     }
     if (err.code != cudaSuccess) {
         std::string m = err.message ? err.message : "MSM failed";
@@ -564,8 +606,8 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, const cuzk_srs* srs
             if (srs && srs->h) {
                 err = srs->h->invoke(out->h, (const affine_t*)nullptr, N - 1, dev_ptr_t<fr_t>(d_a), true);
             } else {
-                msm_g1_t msm{nullptr, N - 1, sizeof(affine_t), gpu.id()};
-                err = msm.invoke(out->h, in->h_pts, N - 1, dev_ptr_t<fr_t>(d_a), true);
+                msm_box<msm_g1_t> msm{new msm_g1_t(nullptr, N - 1, sizeof(affine_t), gpu.id())};
+                err = msm->invoke(out->h, in->h_pts, N - 1, dev_ptr_t<fr_t>(d_a), true);
             }
             if (err.code != cudaSuccess) {
                 std::string m = err.message ? err.message : "MSM H failed";

@@ -110,13 +110,14 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
-    /// Per-device VRAM budget and error counters, for backends with devices.
+    /// Per-device VRAM budget, error counters and health, for backends with devices
+    /// ([`crate::no_device_left`] tells from them whether any device is left).
     fn device_stats(&self) -> Vec<DeviceStats> {
         Vec::new()
     }
 }
 
-/// One device's VRAM budget and error counters (CUDA backend).
+/// One device's VRAM budget, error counters and health (CUDA backend).
 #[derive(Clone, Debug, Default)]
 pub struct DeviceStats {
     /// Index among usable devices.
@@ -136,4 +137,11 @@ pub struct DeviceStats {
     pub oom_retries: u64,
     /// Retries that succeeded.
     pub oom_recovered: u64,
+    /// Whether the device still takes work (retired after a sticky CUDA error).
+    pub health: crate::DeviceHealth,
+    /// The error that retired it.
+    pub retired_reason: Option<String>,
+    /// Partitions that failed here with a sticky error and ran again elsewhere
+    /// (another device, or the CPU when none was left).
+    pub partitions_moved: u64,
 }

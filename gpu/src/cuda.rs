@@ -10,8 +10,11 @@
 //! the device's VRAM budget (its free memory at start minus `vram_margin`) and in
 //! what is free now, least recently used sets evicted first; otherwise streamed from
 //! host memory for every MSM. A device runs one partition at a time; with several
-//! devices, partitions go to whichever is free. An out-of-memory failure frees the
-//! device's cached memory and retries the partition once with streamed parameters.
+//! devices, partitions go to whichever healthy one is free. An out-of-memory failure
+//! frees the device's cached memory and retries the partition once with streamed
+//! parameters. A sticky error (the device's context is unusable) retires the device
+//! for the rest of the process and runs the partition again on another device, or on
+//! the CPU when none is left (`health.rs`).
 //!
 //! The backend also owns the pool of pinned host buffers (`pinned.rs`) that `upload`
 //! copies partitions into and that synthesis borrows a/b/c buffers from; at start it
@@ -105,7 +108,7 @@ mod imp {
     use std::{
         sync::{
             atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering},
-            Arc, Mutex, MutexGuard, Weak,
+            Arc, Mutex, Weak,
         },
         time::{Duration, Instant},
     };
@@ -113,15 +116,16 @@ mod imp {
     use blstrs::{G1Affine, Scalar};
     use cuzk_srs::ProvingKey;
     use ff::{Field, PrimeField};
-    use tracing::{info, warn};
+    use tracing::{error, info, warn};
 
     use super::*;
     use crate::{
-        cpu::{check_counts, check_split},
+        cpu::{check_counts, check_split, CpuBackend},
         ffi::{self, cuda},
+        health::{failover, take_injected_fault, Devices},
         pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedPool, PinnedStats},
-        Backend, DeviceStats, Evals, HostPartition, MsmResults, MsmScalars, ScalarBytes, SplitScalars,
-        UploadedPartition,
+        Backend, DeviceStats, ErrorClass, Evals, HostPartition, InjectedFault, MsmResults, MsmScalars, ScalarBytes,
+        SplitScalars, UploadedPartition,
     };
 
     /// Whether this build has CUDA code.
@@ -160,16 +164,18 @@ mod imp {
         oom: AtomicU64,
         retries: AtomicU64,
         recovered: AtomicU64,
+        /// Partitions moved elsewhere after a sticky error here.
+        moved: AtomicU64,
         /// Mirror of `DeviceState::reserved`, readable without the device lock.
         reserved: AtomicU64,
         resident_sets: AtomicUsize,
     }
 
-    /// One device: its state (one partition at a time), the VRAM budget every
-    /// device buffer is reserved from, and counters.
+    /// One device: the VRAM budget every device buffer is reserved from, and
+    /// counters. Its state (one partition at a time) and health are in
+    /// `CudaBackend::slots`, at the same index.
     struct Device {
         info: DeviceInfo,
-        state: Mutex<DeviceState>,
         budget: u64,
         counters: Counters,
     }
@@ -184,7 +190,7 @@ mod imp {
     /// The CUDA backend.
     pub struct CudaBackend {
         devices: Vec<Device>,
-        next: AtomicUsize,
+        slots: Devices<DeviceState>,
         opts: CudaOptions,
         pinned: Arc<PinnedPool>,
         /// Test hook: executions still to fail as out of memory.
@@ -210,6 +216,8 @@ mod imp {
         counts: [usize; 6],
         lg: u32,
         split: [Option<&'a SplitScalars>; 3],
+        /// Whether B_G2 is asked for.
+        with_b_g2: bool,
     }
 
     impl Arrays<'_> {
@@ -271,12 +279,7 @@ mod imp {
                     vram_budget = budget,
                     "gpu found"
                 );
-                devices.push(Device {
-                    info,
-                    state: Mutex::new(DeviceState::default()),
-                    budget,
-                    counters: Counters::default(),
-                });
+                devices.push(Device { info, budget, counters: Counters::default() });
             }
             let pinned = PinnedPool::new(opts.pinned_memory, devices.first().map_or(0, |d| d.info.index));
             // Kernel loading and NTT tables cost the first partition: its iNTT took
@@ -297,8 +300,8 @@ mod imp {
                 })
                 .ok();
             Ok(CudaBackend {
+                slots: Devices::new(devices.iter().map(|_| DeviceState::default())),
                 devices,
-                next: AtomicUsize::new(0),
                 opts,
                 pinned,
                 inject_oom: AtomicU32::new(0),
@@ -315,20 +318,6 @@ mod imp {
         /// touch the device (exercises the free-and-retry path without a real OOM).
         pub fn inject_oom(&self, n: u32) {
             self.inject_oom.store(n, Ordering::Relaxed);
-        }
-
-        /// A free device, or (all busy) the next one in turn.
-        fn acquire(&self) -> (usize, MutexGuard<'_, DeviceState>) {
-            let n = self.devices.len();
-            let start = self.next.fetch_add(1, Ordering::Relaxed);
-            for k in 0..n {
-                let i = (start + k) % n;
-                if let Ok(g) = self.devices[i].state.try_lock() {
-                    return (i, g);
-                }
-            }
-            let i = start % n;
-            (i, self.devices[i].state.lock().unwrap_or_else(|e| e.into_inner()))
         }
 
         fn resident_bytes(srs: &ProvingKey) -> u64 {
@@ -470,9 +459,10 @@ mod imp {
         }
 
         fn prefetch(&self, srs: &ProvingKey) {
-            for (dev, device) in self.devices.iter().enumerate() {
-                // A busy device makes the set resident with its next partition anyway.
-                let Ok(mut st) = device.state.try_lock() else { continue };
+            for dev in 0..self.devices.len() {
+                // A busy device makes the set resident with its next partition anyway;
+                // a retired one takes no more work.
+                let Some(mut st) = self.slots.try_lock_healthy(dev) else { continue };
                 self.make_resident(dev, &mut st, srs, true);
             }
         }
@@ -499,7 +489,7 @@ mod imp {
             // From pinned memory where the array is there, else from the host arrays.
             let pinned = |i: usize| pin.as_ref().and_then(|pp| pp.part(i));
             let mut arrays =
-                Arrays { ptrs: [std::ptr::null(); 6], counts: [0; 6], lg: p.domain_log2, split: [None; 3] };
+                Arrays { ptrs: [std::ptr::null(); 6], counts: [0; 6], lg: p.domain_log2, split: [None; 3], with_b_g2 };
             for (i, s) in p.abc.abc().into_iter().enumerate() {
                 (arrays.ptrs[i], arrays.counts[i]) = pinned(i).unwrap_or((s.as_ptr().cast(), s.len()));
             }
@@ -514,10 +504,58 @@ mod imp {
             }
             check_counts(arrays.counts, p.domain_log2, srs)?;
             check_split([&p.l_scalars, &p.a_scalars, &p.b_scalars])?;
-            let (dev, mut st) = self.acquire();
+            // A fault injected on this thread hits the first attempt only.
+            let mut fault = take_injected_fault();
+            let result = failover(
+                &self.slots,
+                |dev, st| self.attempt(dev, st, &arrays, srs, fault.take()),
+                |dev, e| self.is_sticky(dev, e),
+                |dev, st, e| self.retired(dev, st, e),
+                || self.on_cpu(&p, pin.as_ref(), srs, with_b_g2),
+            );
+            drop(pin);
+            result
+        }
+
+        fn device_stats(&self) -> Vec<DeviceStats> {
+            self.devices
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let c = &d.counters;
+                    DeviceStats {
+                        device: i,
+                        vram_budget: d.budget,
+                        vram_reserved: c.reserved.load(Ordering::Relaxed),
+                        resident_sets: c.resident_sets.load(Ordering::Relaxed),
+                        cuda_errors: c.errors.load(Ordering::Relaxed),
+                        oom_errors: c.oom.load(Ordering::Relaxed),
+                        oom_retries: c.retries.load(Ordering::Relaxed),
+                        oom_recovered: c.recovered.load(Ordering::Relaxed),
+                        health: self.slots.health(i),
+                        retired_reason: self.slots.retired_reason(i).map(str::to_owned),
+                        partitions_moved: c.moved.load(Ordering::Relaxed),
+                    }
+                })
+                .collect()
+        }
+    }
+
+    impl CudaBackend {
+        /// The partition on device `dev` (its state locked by the caller); an
+        /// out-of-memory failure frees what the device caches and tries once more.
+        /// Failed CUDA calls are counted here, each attempt.
+        fn attempt(
+            &self,
+            dev: usize,
+            st: &mut DeviceState,
+            arrays: &Arrays,
+            srs: &ProvingKey,
+            fault: Option<InjectedFault>,
+        ) -> Result<MsmResults, GpuError> {
             let device = &self.devices[dev];
             let c = &device.counters;
-            let first = self.run(dev, &mut st, &arrays, srs, with_b_g2, self.opts.srs_resident);
+            let first = self.run(dev, st, arrays, srs, self.opts.srs_resident, fault);
             let result = match first {
                 Err(GpuError::Cuda { op, code, msg, out_of_memory: true, .. }) => {
                     // Free what this device caches (resident parameters, the a/b/c
@@ -531,9 +569,9 @@ mod imp {
                     st.ws = None;
                     // And what the driver's pool keeps of earlier MSMs' temporaries.
                     let _ = cuda::trim(device.info.index);
-                    device.publish(&st);
+                    device.publish(st);
                     warn!(device = dev, op, code, error = %msg, freed, "out of device memory; freed cached memory, retrying once");
-                    match self.run(dev, &mut st, &arrays, srs, with_b_g2, false) {
+                    match self.run(dev, st, arrays, srs, false, None) {
                         Ok(r) => {
                             c.recovered.fetch_add(1, Ordering::Relaxed);
                             Ok(r)
@@ -556,34 +594,77 @@ mod imp {
                     c.oom.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            device.publish(&st);
-            drop(st);
-            drop(pin);
+            device.publish(st);
             result
         }
 
-        fn device_stats(&self) -> Vec<DeviceStats> {
-            self.devices
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    let c = &d.counters;
-                    DeviceStats {
-                        device: i,
-                        vram_budget: d.budget,
-                        vram_reserved: c.reserved.load(Ordering::Relaxed),
-                        resident_sets: c.resident_sets.load(Ordering::Relaxed),
-                        cuda_errors: c.errors.load(Ordering::Relaxed),
-                        oom_errors: c.oom.load(Ordering::Relaxed),
-                        oom_retries: c.retries.load(Ordering::Relaxed),
-                        oom_recovered: c.recovered.load(Ordering::Relaxed),
-                    }
-                })
-                .collect()
+        /// Whether `e` left device `dev` unusable: a sticky code, or any other CUDA
+        /// failure after which the device's context no longer synchronizes (a
+        /// kernel fault can surface under another code, e.g. through sppark's
+        /// exception handling). Out-of-memory never is.
+        fn is_sticky(&self, dev: usize, e: &GpuError) -> bool {
+            match e.cuda_class() {
+                Some(ErrorClass::Sticky) => true,
+                Some(ErrorClass::Other) => cuda::synchronize(self.devices[dev].info.index).is_err(),
+                Some(ErrorClass::OutOfMemory) | None => false,
+            }
         }
-    }
 
-    impl CudaBackend {
+        /// Device `dev` was just retired (its lock still held): drop what it caches,
+        /// move the pinned pool to a device that works, and say so.
+        fn retired(&self, dev: usize, st: &mut DeviceState, e: &GpuError) {
+            let device = &self.devices[dev];
+            device.counters.moved.fetch_add(1, Ordering::Relaxed);
+            // On a poisoned context these frees fail; they are ignored, and the C
+            // side leaks what it cannot free safely (cuzk.cu, `sync_or_leak`). The
+            // memory goes with the context when the process ends.
+            st.resident.clear();
+            st.ws = None;
+            device.publish(st);
+            let next = self.slots.first_healthy();
+            self.pinned.set_device(next.map(|i| self.devices[i].info.index));
+            let left = self.slots.healthy_count();
+            error!(
+                device = dev,
+                error = %e,
+                healthy_devices_left = left,
+                "sticky CUDA error: device retired for the rest of the process (a restart recovers it); \
+                 its partition runs again {}",
+                if left > 0 { "on another device" } else { "on the CPU" }
+            );
+            if left == 0 {
+                error!("no GPU device left: partitions run on the CPU until the process is restarted");
+            }
+        }
+
+        /// The partition on the CPU backend, when no device is left to run it: a
+        /// heap copy of what was uploaded (the pinned copy, or the host arrays). The
+        /// copy takes the room of the heap arrays that `upload` moved into pinned
+        /// memory, which the partition's host reservation still covers.
+        fn on_cpu(
+            &self,
+            p: &HostPartition,
+            pin: Option<&PinnedPartition>,
+            srs: &ProvingKey,
+            with_b_g2: bool,
+        ) -> Result<MsmResults, GpuError> {
+            warn!(domain_log2 = p.domain_log2, "no GPU device left; proving the partition on the CPU");
+            let abc = p.abc.abc();
+            let [a, b, c] = [0, 1, 2].map(|i| pin.and_then(|pp| pp.abc_part(i)).unwrap_or(abc[i]).to_vec());
+            let msm = |k: usize, s: &MsmScalars| match s {
+                MsmScalars::Dense(v) => MsmScalars::Dense(pin.and_then(|pp| pp.scalars_part(k)).unwrap_or(v).to_vec()),
+                split => split.clone(),
+            };
+            let host = HostPartition {
+                abc: Evals::heap(a, b, c),
+                domain_log2: p.domain_log2,
+                l_scalars: msm(0, &p.l_scalars),
+                a_scalars: msm(1, &p.a_scalars),
+                b_scalars: msm(2, &p.b_scalars),
+            };
+            CpuBackend.execute(CpuBackend.upload(host)?, srs, with_b_g2)
+        }
+
         /// One attempt at a partition on device `dev` (its state locked by the caller).
         fn run(
             &self,
@@ -591,8 +672,8 @@ mod imp {
             st: &mut DeviceState,
             arr: &Arrays,
             srs: &ProvingKey,
-            with_b_g2: bool,
             allow_resident: bool,
+            fault: Option<InjectedFault>,
         ) -> Result<MsmResults, GpuError> {
             let device = &self.devices[dev];
             let index = device.info.index;
@@ -604,6 +685,21 @@ mod imp {
                     msg: "out of memory (injected by the test hook)".into(),
                     out_of_memory: true,
                 });
+            }
+            match fault {
+                Some(InjectedFault::Sticky) => {
+                    return Err(GpuError::Cuda {
+                        op: "execute",
+                        device: dev,
+                        code: 700,
+                        msg: "an illegal memory access was encountered (simulated by the test hook)".into(),
+                        out_of_memory: false,
+                    })
+                }
+                Some(InjectedFault::IllegalAddress) => {
+                    cuda::illegal_address(index).map_err(cuda_err("execute (injected illegal address)", dev))?
+                }
+                None => {}
             }
             let lg = arr.lg;
             if st.ws.as_ref().is_none_or(|w| w.lg < lg) {
@@ -651,7 +747,7 @@ mod imp {
                 na: counts[4],
                 b_s: ptrs[5].cast(),
                 nb: counts[5],
-                with_b2: with_b_g2,
+                with_b2: arr.with_b_g2,
                 ones: [std::ptr::null(); 3],
                 nones: [0; 3],
                 rest_idx: [std::ptr::null(); 3],
@@ -681,7 +777,7 @@ mod imp {
                 ("msm_a", ms(out.ms[4])),
                 ("msm_b_g1", ms(out.ms[5])),
             ];
-            if with_b_g2 {
+            if arr.with_b_g2 {
                 timings.push(("msm_b_g2", ms(out.ms[6])));
             }
             Ok(MsmResults {
@@ -689,7 +785,7 @@ mod imp {
                 l: ffi::g1_projective(out.l),
                 a: ffi::g1_projective(out.a),
                 b_g1: ffi::g1_projective(out.b1),
-                b_g2: with_b_g2.then(|| ffi::g2_projective(out.b2)),
+                b_g2: arr.with_b_g2.then(|| ffi::g2_projective(out.b2)),
                 split: split.is_some(),
                 timings,
             })

@@ -155,6 +155,8 @@ pub(crate) mod cuda {
         pub fn cuzk_host_free(p: *mut u8);
         pub fn cuzk_warmup(dev: usize) -> sppark::Error;
         pub fn cuzk_device_trim(dev: usize) -> sppark::Error;
+        pub fn cuzk_device_synchronize(dev: usize) -> sppark::Error;
+        pub fn cuzk_test_illegal_address(dev: usize) -> sppark::Error;
     }
 
     pub fn check(e: sppark::Error) -> Result<(), (i32, String)> {
@@ -187,6 +189,21 @@ pub(crate) mod cuda {
     pub fn trim(dev: usize) -> Result<(), (i32, String)> {
         // SAFETY: as for `warmup`.
         check(unsafe { cuzk_device_trim(dev) })
+    }
+
+    /// Waits for the device's work; fails with the context's error when a sticky
+    /// one has made it unusable.
+    pub fn synchronize(dev: usize) -> Result<(), (i32, String)> {
+        // SAFETY: as for `warmup`.
+        check(unsafe { cuzk_device_synchronize(dev) })
+    }
+
+    /// Test hook: a kernel writes to an invalid address, a real sticky error that
+    /// leaves the device's context unusable for the rest of the process.
+    pub fn illegal_address(dev: usize) -> Result<(), (i32, String)> {
+        // SAFETY: as for `warmup`; the invalid access happens on the device, where
+        // it is caught and reported as an error, not in this process's memory.
+        check(unsafe { cuzk_test_illegal_address(dev) })
     }
 
     pub fn info(id: usize) -> Result<GpuInfo, (i32, String)> {

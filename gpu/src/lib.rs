@@ -19,11 +19,13 @@ pub mod cpu;
 pub mod cuda;
 mod error;
 mod ffi;
+mod health;
 pub mod pinned;
 mod split;
 
 pub use backend::{Backend, DeviceStats, Evals, HostPartition, MsmResults, OpTimings, UploadedPartition};
 pub use error::GpuError;
+pub use health::{classify, no_device_left, with_injected_fault, DeviceHealth, ErrorClass, InjectedFault};
 pub use split::{MsmScalars, SplitScalars};
 
 /// A scalar in canonical (non-Montgomery) little-endian form, as MSMs consume them.

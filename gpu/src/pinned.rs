@@ -14,7 +14,10 @@
 //! writes a, b, c straight into pinned memory, and StagePcie then has nothing of
 //! them to copy.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{
+    atomic::{AtomicUsize, Ordering},
+    Arc, Mutex,
+};
 
 use blstrs::Scalar;
 use cuzk_core::{EvalAlloc, EvalBuffer};
@@ -87,9 +90,12 @@ struct State {
 /// A bounded pool of pinned host buffers.
 pub struct PinnedPool {
     st: Mutex<State>,
-    /// The device whose context allocates (the memory is portable to all devices).
-    device: usize,
+    /// The device whose context allocates (the memory is portable to all devices);
+    /// `NO_DEVICE` once every device is retired (the pool then stops growing).
+    device: AtomicUsize,
 }
+
+const NO_DEVICE: usize = usize::MAX;
 
 /// A buffer from the pool; returns to it when dropped.
 pub struct PinnedBuf {
@@ -129,7 +135,14 @@ impl PinnedPool {
     /// A pool of at most `capacity` bytes, allocated through `device`'s context.
     pub fn new(capacity: u64, device: usize) -> Arc<PinnedPool> {
         let st = State { free: Vec::new(), stats: PinnedStats { capacity, ..Default::default() } };
-        Arc::new(PinnedPool { st: Mutex::new(st), device })
+        Arc::new(PinnedPool { st: Mutex::new(st), device: AtomicUsize::new(device) })
+    }
+
+    /// Allocates through `device` from now on (the one it used was retired after a
+    /// sticky error: its context fails every call); `None`: no device is left, and the
+    /// pool stops growing. Buffers already allocated stay valid host memory.
+    pub(crate) fn set_device(&self, device: Option<usize>) {
+        self.device.store(device.unwrap_or(NO_DEVICE), Ordering::Relaxed);
     }
 
     pub fn stats(&self) -> PinnedStats {
@@ -167,7 +180,8 @@ impl PinnedPool {
             // Buffers in use cannot be freed: if the new one cannot fit beside them,
             // keep the idle ones for later partitions and upload this one from
             // pageable memory.
-            if !grow || st.stats.in_use + len as u64 > st.stats.capacity {
+            let device = self.device.load(Ordering::Relaxed);
+            if !grow || device == NO_DEVICE || st.stats.in_use + len as u64 > st.stats.capacity {
                 st.stats.fallbacks += 1;
                 return None;
             }
@@ -192,7 +206,7 @@ impl PinnedPool {
             len
         };
         drop(freed);
-        match Block::alloc(self.device, len) {
+        match Block::alloc(self.device.load(Ordering::Relaxed), len) {
             Ok(b) => Some(PinnedBuf { block: Some(b), pool: self.clone() }),
             Err(e) => {
                 tracing::warn!(bytes = len, error = %e, "pinned host allocation failed; uploading from pageable memory");
@@ -327,6 +341,23 @@ impl PinnedPartition {
     /// Only a, b, c, lent to synthesis (nothing else to copy, or no room to).
     pub(crate) fn lent(lent: PinnedEvals) -> PinnedPartition {
         PinnedPartition { lent: Some(lent), buf: None, parts: [(0, 0); 6] }
+    }
+
+    /// a, b or c (`i` < 3) when it is in pinned memory.
+    pub(crate) fn abc_part(&self, i: usize) -> Option<&[Scalar]> {
+        let (p, n) = if i < 3 { self.part(i)? } else { return None };
+        // SAFETY: `part` points at `n` scalars within a live buffer of `self` (lent
+        // to synthesis, which wrote them, or copied from the partition's a, b, c by
+        // `fill`), initialized, page-aligned; borrowed from `self`.
+        Some(unsafe { std::slice::from_raw_parts(p.cast::<Scalar>(), n) })
+    }
+
+    /// The L, A or B MSM scalars (`k` < 3) when they are in pinned memory.
+    pub(crate) fn scalars_part(&self, k: usize) -> Option<&[crate::ScalarBytes]> {
+        let (p, n) = if k < 3 { self.part(3 + k)? } else { return None };
+        // SAFETY: as in `abc_part`: `n` 32-byte scalars copied by `fill`; any bytes
+        // are a valid `[u8; 32]`.
+        Some(unsafe { std::slice::from_raw_parts(p.cast::<crate::ScalarBytes>(), n) })
     }
 
     /// Pointer and count of part `i` (0 = a … 5 = b_scalars) when it is in pinned

@@ -11,7 +11,8 @@ use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu::{
     cpu::CpuBackend,
     cuda::{CudaBackend, CudaOptions, COMPILED},
-    Backend, Evals, GpuError, HostPartition, MsmScalars, ScalarBytes, SplitScalars,
+    no_device_left, with_injected_fault, Backend, DeviceHealth, Evals, GpuError, HostPartition, InjectedFault,
+    MsmScalars, ScalarBytes, SplitScalars,
 };
 use cuzk_srs::ProvingKey;
 use ff::Field;
@@ -323,4 +324,108 @@ fn prefetch_makes_parameters_resident() {
     assert_eq!(gpu.device_stats()[0].resident_sets, 2);
     gpu.prefetch(&srs1);
     assert_eq!(gpu.device_stats()[0].resident_sets, 2, "already resident");
+}
+
+/// The CUDA backend on every device. Ignored-by-default tests only (as `device0`).
+fn all_devices() -> CudaBackend {
+    if !COMPILED {
+        panic!("built without CUDA (nvcc was not found at build time)");
+    }
+    CudaBackend::new(CudaOptions::default()).unwrap_or_else(|e| panic!("no usable GPU: {e}"))
+}
+
+/// A partition with `fault` injected into its first attempt runs again elsewhere and
+/// gives the CPU backend's results; the device it hit is retired (shown in
+/// `device_stats`), takes no later partition, and later partitions succeed: on the
+/// other devices, or on the CPU when it was the only one. Returns the backend and
+/// the retired device.
+fn sticky_fault_is_survived(fault: InjectedFault) -> (CudaBackend, usize) {
+    let gpu = all_devices();
+    let n = gpu.devices().len();
+    let lg = 12;
+    let m = 1usize << lg;
+    let srs = fake_srs(m, m / 2, m / 3, m / 4);
+    let host = random_partition(lg);
+    let want = CpuBackend.execute(CpuBackend.upload(host.clone()).unwrap(), &srs, true).unwrap();
+    let same = |got: &cuzk_gpu::MsmResults, what: &str| {
+        assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {what}");
+        assert_eq!(got.l.to_affine(), want.l.to_affine(), "L {what}");
+        assert_eq!(got.a.to_affine(), want.a.to_affine(), "A {what}");
+        assert_eq!(got.b_g1.to_affine(), want.b_g1.to_affine(), "B_G1 {what}");
+        assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 {what}");
+    };
+    // Warm: a workspace and resident parameters on the device that ran it.
+    same(&gpu.execute(gpu.upload(host.clone()).unwrap(), &srs, true).unwrap(), "before the fault");
+    assert!(gpu.device_stats().iter().all(|d| d.health == DeviceHealth::Healthy));
+
+    let got = with_injected_fault(fault, || gpu.execute(gpu.upload(host.clone()).unwrap(), &srs, true))
+        .unwrap_or_else(|e| panic!("the partition was not retried: {e}"));
+    same(&got, "of the partition that hit the sticky error");
+    let stats = gpu.device_stats();
+    eprintln!("{fault:?}: {stats:?}");
+    let retired: Vec<_> = stats.iter().filter(|d| d.health == DeviceHealth::Retired).collect();
+    assert_eq!(retired.len(), 1, "{stats:?}");
+    let r = retired[0].clone();
+    assert_eq!((r.partitions_moved, r.cuda_errors, r.oom_errors), (1, 1, 0), "{r:?}");
+    let reason = r.retired_reason.clone().unwrap_or_default();
+    assert!(reason.contains("illegal memory access"), "{reason}");
+    assert_eq!((r.resident_sets, r.vram_reserved), (0, 0), "cached memory dropped: {r:?}");
+    assert_eq!(no_device_left(&stats), n == 1, "{stats:?}");
+
+    // Later partitions succeed and never reach the retired device.
+    for k in 0..3 {
+        same(&gpu.execute(gpu.upload(host.clone()).unwrap(), &srs, true).unwrap(), &format!("after the fault ({k})"));
+    }
+    gpu.prefetch(&fake_srs(m, m / 2, m / 3, m / 4));
+    let after = gpu.device_stats()[r.device].clone();
+    assert_eq!(
+        (after.health, after.cuda_errors, after.partitions_moved, after.resident_sets),
+        (DeviceHealth::Retired, 1, 1, 0),
+        "{after:?}"
+    );
+    if n > 1 {
+        assert!(gpu.device_stats().iter().any(|d| d.health == DeviceHealth::Healthy && d.resident_sets > 0));
+    }
+    (gpu, r.device)
+}
+
+/// A (simulated) sticky error mid-stream: see `sticky_fault_is_survived`.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn sticky_error_retires_the_device_and_retries_the_partition() {
+    sticky_fault_is_survived(InjectedFault::Sticky);
+}
+
+/// The same with a real illegal address (a kernel stores to an invalid address), in
+/// a child process of its own: the poisoned context stays so for the rest of the
+/// process, which would fail other tests. The child also drops the backend, which
+/// frees (or, where the context is poisoned, leaks) the retired device's memory
+/// without ending the process.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn real_illegal_address_retires_the_device() {
+    const CHILD: &str = "CUZK_TEST_ILLEGAL_ADDRESS_CHILD";
+    const PASSED: &str = "illegal-address child: ok";
+    if std::env::var_os(CHILD).is_some() {
+        let (gpu, dev) = sticky_fault_is_survived(InjectedFault::IllegalAddress);
+        drop(gpu);
+        println!("{PASSED} (device {dev} retired)");
+        return;
+    }
+    // This test's name in this binary (`kernels::…` when tests/gpu.rs includes it).
+    let f = "real_illegal_address_retires_the_device";
+    let name = module_path!().split_once("::").map_or(f.to_string(), |(_, m)| format!("{m}::{f}"));
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name.as_str(), "--exact", "--include-ignored", "--nocapture", "--test-threads", "1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!("--- child ---\n{text}--- child exited: {} ---", out.status);
+    assert!(text.contains(PASSED) && text.contains("1 passed"), "the child did not pass (exit {})", out.status);
+    // After the test passed, only the CUDA runtime's teardown at exit is left (the
+    // daemon skips it: `_exit`).
+    if !out.status.success() {
+        eprintln!("warning: the child passed, then exited with {}", out.status);
+    }
 }

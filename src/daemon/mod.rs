@@ -81,6 +81,8 @@ pub enum DaemonError {
     },
     #[error("runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("every GPU was retired after sticky CUDA errors; restart the daemon to get them back")]
+    NoDevice,
 }
 
 impl Daemon {
@@ -276,15 +278,35 @@ enum Either {
 pub fn run_until_signal(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<(), DaemonError> {
     let daemon = Daemon::start(cfg, engine_cfg)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(DaemonError::Runtime)?;
-    rt.block_on(async {
+    let engine = daemon.engine().clone();
+    let lost = rt.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        // Every GPU retired after sticky CUDA errors: only a new process gets them
+        // back, so stop (jobs in flight finish on the CPU) and exit non-zero for the
+        // supervisor to restart us.
+        let devices_lost = async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                if cuzk_gpu::no_device_left(&engine.snapshot().await.devices) {
+                    return;
+                }
+            }
+        };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => info!(signal = "SIGINT", "shutting down"),
+            _ = tokio::signal::ctrl_c() => { info!(signal = "SIGINT", "shutting down"); false }
             _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {
-                info!(signal = "SIGTERM", "shutting down")
+                info!(signal = "SIGTERM", "shutting down");
+                false
+            }
+            _ = devices_lost => {
+                tracing::error!("every GPU was retired after sticky CUDA errors; shutting down so that a supervisor restarts the daemon");
+                true
             }
         }
     });
     daemon.shutdown();
+    if lost {
+        return Err(DaemonError::NoDevice);
+    }
     Ok(())
 }

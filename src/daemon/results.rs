@@ -70,7 +70,7 @@ impl Record {
 
     pub(super) fn response(&self) -> Option<AwaitProofResponse> {
         let hex = self.proof.as_bytes();
-        if hex.len() % 2 != 0 {
+        if !hex.len().is_multiple_of(2) {
             return None;
         }
         let proof = hex

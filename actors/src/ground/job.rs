@@ -145,6 +145,11 @@ pub enum FaultKind {
     Error,
     /// The stage's code sleeps this long before working (a slow stage).
     Delay(Duration),
+    /// ProveGpu only: the backend's execution fails as if its device hit a sticky
+    /// CUDA error (CUDA backend: a simulated illegal address, handled as a real one:
+    /// the device is retired and the partition runs again elsewhere, so the job
+    /// still succeeds). The CPU backend ignores it.
+    DeviceError,
 }
 
 /// A fault injected into one stage for one partition of a job.

@@ -6,10 +6,10 @@ mod config;
 use std::sync::Arc;
 
 pub use config::ProveGpuConfig;
-use cuzk_gpu::Backend;
+use cuzk_gpu::{with_injected_fault, Backend, InjectedFault};
 
 use crate::{
-    ground::{ProvedPartition, StageError, StageName, UploadedWork},
+    ground::{FaultKind, ProvedPartition, StageError, StageName, UploadedWork},
     runtime::{Stage, WorkItem},
 };
 
@@ -26,7 +26,13 @@ impl Stage for ProveGpu {
     fn process(&self, item: WorkItem<UploadedWork>) -> Result<Vec<WorkItem<ProvedPartition>>, StageError> {
         let (w, mut base) = item.take();
         let need_b_g2 = w.b_g2.is_none();
-        let mut msm = self.backend.execute(w.uploaded, base.job.srs(), need_b_g2).map_err(StageError::failed)?;
+        let execute = || self.backend.execute(w.uploaded, base.job.srs(), need_b_g2);
+        let result = if base.job.fault_for(Self::NAME, base.partition) == Some(FaultKind::DeviceError) {
+            with_injected_fault(InjectedFault::Sticky, execute)
+        } else {
+            execute()
+        };
+        let mut msm = result.map_err(StageError::failed)?;
         if let Some(b) = w.b_g2 {
             msm.b_g2 = Some(b);
         }

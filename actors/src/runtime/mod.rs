@@ -378,7 +378,8 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
                 Some(FaultKind::Panic) => panic!("fault injected in stage {}", S::NAME),
                 Some(FaultKind::Error) => return Err(StageError::msg(format!("fault injected in stage {}", S::NAME))),
                 Some(FaultKind::Delay(d)) => std::thread::sleep(d),
-                None => {}
+                // Acted on by the stage itself (ProveGpu).
+                Some(FaultKind::DeviceError) | None => {}
             }
             stage.process(item)
         })

@@ -1,0 +1,457 @@
+//! Device health: which CUDA errors leave a device unusable, handing work only to
+//! devices that are not, and where a partition goes when its device fails.
+//!
+//! A sticky error (an illegal address, a kernel fault, an uncorrectable ECC error)
+//! poisons the device's CUDA context: every later call on it returns the same error,
+//! and CUDA's documentation says that "the process must be terminated and
+//! relaunched". So a device that reports one is retired for the rest of the process:
+//! no more work goes to it, the partition that failed runs again on another healthy
+//! device, and when none is left, on the CPU ([`failover`]).
+//!
+//! Why no `cudaDeviceReset`: sppark keeps each device's streams (`gpu_t`) and NTT
+//! twiddle tables in process-wide statics, created once and never rebuilt; a reset
+//! would leave them dangling (later NTTs would read freed memory), and the pinned
+//! host pool is allocated through one device's context, which a reset would free
+//! under the partitions using it. Restarting the process is the reset: when every
+//! device is retired, [`no_device_left`] says so, for a daemon to exit non-zero and
+//! let its supervisor restart it.
+
+use std::{
+    cell::Cell,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex, MutexGuard, OnceLock, TryLockError,
+    },
+};
+
+use crate::{DeviceStats, GpuError};
+
+/// What a failed CUDA call means for its device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Out of device memory: the backend frees what the device caches and retries
+    /// once on the same device.
+    OutOfMemory,
+    /// The device's context is unusable: the device is retired and the partition
+    /// retried elsewhere.
+    Sticky,
+    /// Anything else (an invalid argument, a launch configuration): the partition
+    /// fails; the device goes on.
+    Other,
+}
+
+/// `cudaError_t` values (CUDA 13, driver_types.h) after which CUDA says "the process
+/// must be terminated and relaunched" (or the context "cannot be used"), plus
+/// uncorrectable ECC (214) and NVLink (220) errors.
+const STICKY: [i32; 15] = [
+    214, // cudaErrorECCUncorrectable
+    220, // cudaErrorNvlinkUncorrectable
+    226, // cudaErrorContained
+    700, // cudaErrorIllegalAddress
+    702, // cudaErrorLaunchTimeout
+    710, // cudaErrorAssert
+    714, // cudaErrorHardwareStackError
+    715, // cudaErrorIllegalInstruction
+    716, // cudaErrorMisalignedAddress
+    717, // cudaErrorInvalidAddressSpace
+    718, // cudaErrorInvalidPc
+    719, // cudaErrorLaunchFailure
+    721, // cudaErrorTensorMemoryLeak
+    810, // cudaErrorMpsClientTerminated
+    911, // cudaErrorExternalDevice
+];
+
+/// The class of a CUDA error code. sppark reports a failed call as the negated
+/// `cudaError_t`, our own C code as the value itself: both signs are accepted.
+pub fn classify(code: i32) -> ErrorClass {
+    let code = code.saturating_abs();
+    if code == 2 {
+        ErrorClass::OutOfMemory // cudaErrorMemoryAllocation
+    } else if STICKY.contains(&code) {
+        ErrorClass::Sticky
+    } else {
+        ErrorClass::Other
+    }
+}
+
+impl GpuError {
+    /// How a CUDA failure affects its device; `None` for errors that are not CUDA
+    /// failures (shapes, budgets).
+    pub fn cuda_class(&self) -> Option<ErrorClass> {
+        match self {
+            GpuError::Cuda { out_of_memory: true, .. } => Some(ErrorClass::OutOfMemory),
+            GpuError::Cuda { code, .. } => Some(classify(*code)),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a device still takes work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceHealth {
+    #[default]
+    Healthy,
+    /// Retired after a sticky CUDA error, for the rest of the process.
+    Retired,
+}
+
+/// Whether the backend had devices and every one of them is retired: its partitions
+/// now run on the CPU, and only a restart of the process recovers the devices. A
+/// daemon should exit non-zero (after letting the jobs in flight finish) so that its
+/// supervisor restarts it.
+pub fn no_device_left(devices: &[DeviceStats]) -> bool {
+    !devices.is_empty() && devices.iter().all(|d| d.health == DeviceHealth::Retired)
+}
+
+/// A device's state behind its lock (one partition at a time), and its health.
+struct Slot<T> {
+    state: Mutex<T>,
+    /// Set once, when the device is retired: why.
+    retired: OnceLock<String>,
+}
+
+/// The devices of a backend, by index; work is handed only to healthy ones.
+pub(crate) struct Devices<T> {
+    slots: Vec<Slot<T>>,
+    next: AtomicUsize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<T> Devices<T> {
+    pub(crate) fn new(states: impl IntoIterator<Item = T>) -> Self {
+        let slots = states.into_iter().map(|s| Slot { state: Mutex::new(s), retired: OnceLock::new() }).collect();
+        Devices { slots, next: AtomicUsize::new(0) }
+    }
+
+    pub(crate) fn health(&self, i: usize) -> DeviceHealth {
+        if self.slots[i].retired.get().is_some() {
+            DeviceHealth::Retired
+        } else {
+            DeviceHealth::Healthy
+        }
+    }
+
+    /// Why device `i` was retired.
+    pub(crate) fn retired_reason(&self, i: usize) -> Option<&str> {
+        self.slots[i].retired.get().map(String::as_str)
+    }
+
+    /// Retires device `i`; false if it already was.
+    pub(crate) fn retire(&self, i: usize, reason: String) -> bool {
+        self.slots[i].retired.set(reason).is_ok()
+    }
+
+    fn healthy(&self) -> Vec<usize> {
+        (0..self.slots.len()).filter(|&i| self.health(i) == DeviceHealth::Healthy).collect()
+    }
+
+    /// How many devices are healthy.
+    pub(crate) fn healthy_count(&self) -> usize {
+        self.healthy().len()
+    }
+
+    /// The first healthy device.
+    pub(crate) fn first_healthy(&self) -> Option<usize> {
+        self.healthy().first().copied()
+    }
+
+    /// Device `i`'s state if it is healthy and free now.
+    pub(crate) fn try_lock_healthy(&self, i: usize) -> Option<MutexGuard<'_, T>> {
+        let g = match self.slots[i].state.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        (self.health(i) == DeviceHealth::Healthy).then_some(g)
+    }
+
+    /// Device `i`'s state, waiting for it, whatever its health (statistics, drop).
+    #[cfg(test)]
+    pub(crate) fn lock(&self, i: usize) -> MutexGuard<'_, T> {
+        lock(&self.slots[i].state)
+    }
+
+    /// A free healthy device, or (all busy) the next healthy one in turn, waited
+    /// for; `None` when every device is retired. Never a retired device: a device
+    /// that fails fast is idle more often than the others, and would otherwise draw
+    /// most of the work.
+    pub(crate) fn acquire(&self) -> Option<(usize, MutexGuard<'_, T>)> {
+        loop {
+            let healthy = self.healthy();
+            if healthy.is_empty() {
+                return None;
+            }
+            let start = self.next.fetch_add(1, Ordering::Relaxed);
+            for k in 0..healthy.len() {
+                let i = healthy[(start + k) % healthy.len()];
+                if let Some(g) = self.try_lock_healthy(i) {
+                    return Some((i, g));
+                }
+            }
+            let i = healthy[start % healthy.len()];
+            let g = lock(&self.slots[i].state);
+            // Retired while this thread waited for it: pick again.
+            if self.health(i) == DeviceHealth::Healthy {
+                return Some((i, g));
+            }
+        }
+    }
+}
+
+/// Runs one partition on the devices: `attempt` on a healthy device (it retries an
+/// out-of-memory failure itself); on an error that `sticky` says poisoned the
+/// device, the device is retired, `retired` cleans up after it (its lock still
+/// held), and the partition runs again on another healthy device, once. With no
+/// healthy device left, or after a second sticky failure, it runs on the CPU
+/// (`cpu`). Other errors fail the partition as they are.
+///
+/// At most two devices are tried: a partition that poisons two in a row probably
+/// makes the kernels fault by itself, and is not handed a third.
+pub(crate) fn failover<T, R>(
+    devices: &Devices<T>,
+    mut attempt: impl FnMut(usize, &mut T) -> Result<R, GpuError>,
+    mut sticky: impl FnMut(usize, &GpuError) -> bool,
+    mut retired: impl FnMut(usize, &mut T, &GpuError),
+    cpu: impl FnOnce() -> Result<R, GpuError>,
+) -> Result<R, GpuError> {
+    const DEVICE_ATTEMPTS: usize = 2;
+    for _ in 0..DEVICE_ATTEMPTS {
+        let Some((dev, mut st)) = devices.acquire() else { break };
+        match attempt(dev, &mut *st) {
+            Ok(r) => return Ok(r),
+            Err(e) if sticky(dev, &e) => {
+                devices.retire(dev, e.to_string());
+                retired(dev, &mut *st, &e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    cpu()
+}
+
+/// A device failure injected by tests and drills (see [`with_injected_fault`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectedFault {
+    /// A sticky error, simulated: the execution fails as an illegal address would,
+    /// before it touches the device, and the device is retired (though it works).
+    /// Safe to use beside other work on the same devices.
+    Sticky,
+    /// A real sticky error: a kernel writes to an invalid device address. The
+    /// device's CUDA context stays unusable for the rest of the process (other
+    /// backends in it lose the device too): use it only in a process of its own.
+    IllegalAddress,
+}
+
+thread_local! {
+    static INJECTED: Cell<Option<InjectedFault>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `fault` injected into the first attempt of the first CUDA backend
+/// execution `f` makes on this thread (the CPU backend ignores it). Thread-scoped,
+/// so that it hits exactly that execution and no test running beside it. Tests and
+/// drills only.
+pub fn with_injected_fault<R>(fault: InjectedFault, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<InjectedFault>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            INJECTED.set(self.0);
+        }
+    }
+    let _restore = Restore(INJECTED.replace(Some(fault)));
+    f()
+}
+
+/// The fault injected on this thread, taken (it applies once).
+#[cfg_attr(not(cuzk_cuda), allow(dead_code))]
+pub(crate) fn take_injected_fault() -> Option<InjectedFault> {
+    INJECTED.take()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        sync::{Arc, Barrier},
+        time::Duration,
+    };
+
+    use super::*;
+
+    fn cuda(code: i32) -> GpuError {
+        GpuError::Cuda { op: "execute", device: 0, code, msg: "test".into(), out_of_memory: code.abs() == 2 }
+    }
+
+    #[test]
+    fn classifies_cuda_errors() {
+        // sppark negates the code; our own C code does not.
+        for code in [700, -700, 719, -719, 214, 716, 702, 911] {
+            assert_eq!(classify(code), ErrorClass::Sticky, "{code}");
+        }
+        assert_eq!(classify(-2), ErrorClass::OutOfMemory);
+        assert_eq!(classify(2), ErrorClass::OutOfMemory);
+        // Invalid value, launch out of resources, a C++ exception (-1), "no device".
+        for code in [1, -1, 701, -701, 100, 0, i32::MIN] {
+            assert_eq!(classify(code), ErrorClass::Other, "{code}");
+        }
+        assert_eq!(cuda(-700).cuda_class(), Some(ErrorClass::Sticky));
+        assert_eq!(cuda(-2).cuda_class(), Some(ErrorClass::OutOfMemory));
+        assert_eq!(cuda(1).cuda_class(), Some(ErrorClass::Other));
+        let shape = GpuError::Shape { op: "msm", detail: "bad".into() };
+        assert_eq!(shape.cuda_class(), None);
+        assert_eq!(GpuError::VramBudget { device: 0, need: 2, budget: 1 }.cuda_class(), None);
+    }
+
+    #[test]
+    fn acquire_skips_retired_devices() {
+        let devs = Arc::new(Devices::new([0u32, 0, 0]));
+        assert!(devs.retire(1, "illegal address".into()));
+        assert!(!devs.retire(1, "again".into()), "retired once");
+        assert_eq!(devs.health(1), DeviceHealth::Retired);
+        assert_eq!(devs.retired_reason(1), Some("illegal address"));
+        // Device 1 is free (it fails fast, so it is idle) but never handed out.
+        for _ in 0..12 {
+            let (i, _g) = devs.acquire().unwrap();
+            assert_ne!(i, 1);
+        }
+        // All healthy ones busy: wait for one of them, never take the idle retired one.
+        let g0 = devs.lock(0);
+        let g2 = devs.lock(2);
+        let d = devs.clone();
+        let waiter = std::thread::spawn(move || d.acquire().map(|(i, _)| i));
+        std::thread::sleep(Duration::from_millis(50));
+        drop((g0, g2));
+        let got = waiter.join().unwrap().unwrap();
+        assert!(got == 0 || got == 2, "{got}");
+        assert!(devs.try_lock_healthy(1).is_none(), "prefetch skips retired devices");
+        assert!(devs.try_lock_healthy(0).is_some());
+        assert_eq!(devs.first_healthy(), Some(0));
+        assert_eq!(devs.healthy_count(), 2);
+    }
+
+    #[test]
+    fn a_waiter_on_a_device_retired_meanwhile_picks_another() {
+        let devs = Arc::new(Devices::new([0u32, 0]));
+        let g0 = devs.lock(0);
+        let g1 = devs.lock(1);
+        let (d, b) = (devs.clone(), Arc::new(Barrier::new(2)));
+        let b2 = b.clone();
+        let waiter = std::thread::spawn(move || {
+            b2.wait();
+            d.acquire().map(|(i, _)| i)
+        });
+        b.wait();
+        std::thread::sleep(Duration::from_millis(50));
+        // Whichever the waiter queued on, retire device 0 and free it first.
+        devs.retire(0, "launch failure".into());
+        drop(g0);
+        std::thread::sleep(Duration::from_millis(20));
+        drop(g1);
+        assert_eq!(waiter.join().unwrap(), Some(1));
+    }
+
+    #[test]
+    fn no_device_left_is_reported() {
+        let devs = Devices::new([(), ()]);
+        devs.retire(0, "x".into());
+        assert!(devs.acquire().is_some());
+        devs.retire(1, "y".into());
+        assert!(devs.acquire().is_none());
+        assert_eq!(devs.first_healthy(), None);
+        let stats = |h: [DeviceHealth; 2]| {
+            h.iter()
+                .enumerate()
+                .map(|(device, &health)| DeviceStats { device, health, ..Default::default() })
+                .collect::<Vec<_>>()
+        };
+        assert!(!no_device_left(&stats([DeviceHealth::Healthy, DeviceHealth::Retired])));
+        assert!(no_device_left(&stats([DeviceHealth::Retired, DeviceHealth::Retired])));
+        assert!(!no_device_left(&[]), "a backend without devices (CPU) has not lost any");
+    }
+
+    /// Simulated devices: `fail[i]` is the error device i returns (None: works).
+    /// Returns the result and the devices tried, "cpu" when it ran there.
+    fn run(devs: &Devices<u32>, fail: &[Option<i32>]) -> (Result<&'static str, GpuError>, Vec<String>) {
+        let mut tried = Vec::new();
+        let r = failover(
+            devs,
+            |i, runs| {
+                *runs += 1;
+                tried.push(i.to_string());
+                match fail[i] {
+                    Some(code) => Err(cuda(code)),
+                    None => Ok("gpu"),
+                }
+            },
+            |_, e| e.cuda_class() == Some(ErrorClass::Sticky),
+            |_, runs, _| *runs += 100,
+            || Ok("cpu"),
+        );
+        (r, tried)
+    }
+
+    #[test]
+    fn a_sticky_error_retires_the_device_and_retries_elsewhere() {
+        let devs = Devices::new([0u32, 0]);
+        // Device 0 (tried first) poisoned: retired, the partition runs on device 1.
+        let (r, tried) = run(&devs, &[Some(-700), None]);
+        assert_eq!(r.unwrap(), "gpu");
+        assert_eq!(tried, ["0", "1"]);
+        assert_eq!(devs.health(0), DeviceHealth::Retired);
+        assert!(devs.retired_reason(0).unwrap().contains("code -700"));
+        assert_eq!(*devs.lock(0), 101, "cleaned up once, under its lock");
+        // Later partitions go to device 1 only.
+        for _ in 0..4 {
+            let (r, tried) = run(&devs, &[Some(-700), None]);
+            assert_eq!((r.unwrap(), tried), ("gpu", vec!["1".to_string()]));
+        }
+        assert_eq!(*devs.lock(0), 101, "no work reached the retired device");
+    }
+
+    #[test]
+    fn with_no_device_left_partitions_run_on_the_cpu() {
+        let devs = Devices::new([0u32, 0]);
+        // Both devices poisoned by the same partition: both retired, then the CPU.
+        let (r, tried) = run(&devs, &[Some(719), Some(-700)]);
+        assert_eq!(r.unwrap(), "cpu");
+        assert_eq!(tried.len(), 2);
+        assert!(devs.acquire().is_none());
+        let (r, tried) = run(&devs, &[None, None]);
+        assert_eq!((r.unwrap(), tried.len()), ("cpu", 0));
+    }
+
+    #[test]
+    fn a_partition_is_not_handed_a_third_device() {
+        let devs = Devices::new([0u32, 0, 0]);
+        let (r, tried) = run(&devs, &[Some(-700), Some(-700), Some(-700)]);
+        assert_eq!(r.unwrap(), "cpu");
+        assert_eq!(tried.len(), 2);
+        assert_eq!((0..3).filter(|&i| devs.health(i) == DeviceHealth::Retired).count(), 2);
+    }
+
+    #[test]
+    fn other_errors_fail_the_partition_and_keep_the_device() {
+        let devs = Devices::new([0u32]);
+        let (r, tried) = run(&devs, &[Some(-1)]);
+        assert!(matches!(r, Err(GpuError::Cuda { code: -1, .. })));
+        assert_eq!(tried.len(), 1);
+        assert_eq!(devs.health(0), DeviceHealth::Healthy);
+        let (r, _) = run(&devs, &[Some(-2)]);
+        assert!(matches!(r, Err(GpuError::Cuda { out_of_memory: true, .. })), "OOM is retried by the attempt itself");
+        assert_eq!(devs.health(0), DeviceHealth::Healthy);
+    }
+
+    #[test]
+    fn injected_faults_apply_once_on_their_thread() {
+        assert_eq!(take_injected_fault(), None);
+        let (inside, again) = with_injected_fault(InjectedFault::Sticky, || {
+            let other = std::thread::spawn(take_injected_fault).join().unwrap();
+            assert_eq!(other, None, "another thread sees nothing");
+            (take_injected_fault(), take_injected_fault())
+        });
+        assert_eq!((inside, again), (Some(InjectedFault::Sticky), None));
+        with_injected_fault(InjectedFault::IllegalAddress, || {});
+        assert_eq!(take_injected_fault(), None, "cleared when the scope ends");
+    }
+}
