@@ -1,5 +1,6 @@
-//! Verify (optional): checks every partition proof with bellperson's verifier before
-//! it is returned, so a wrong proof fails its job instead of reaching the chain.
+//! Verify (on by default, `[verify] enabled`): checks every partition proof with
+//! bellperson's verifier before it is returned, so a wrong proof fails its job
+//! instead of reaching the chain.
 //! This stage is the worked example of `docs/adding-a-stage.md`.
 
 mod config;
