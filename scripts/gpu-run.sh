@@ -101,6 +101,7 @@ if [[ " $PHASES " == *" porep "* ]]; then
     # split, no lending, no saved recording), "cold" (default, but no saved recording
     # is loaded or saved),
     # "warm" (default; named for the run after one that saved the recording),
+    # "noverify" (default without the Verify stage: what verification costs),
     # "prep4" (4 PrepareMsm and 2 StagePcie workers), "prev" (an earlier binary,
     # cuzk-prev.gz, default config). The default saves the circuit recording in the
     # parameter cache, so every later variant starts warm; a variant listed twice
@@ -122,6 +123,7 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 s5) extra='[prepare_msm]\nbit_split = false\n[synthesize]\nwrite_pinned = false\nsave_recordings = false\n' ;;
                 cold) extra='[synthesize]\nsave_recordings = false\n' ;;
                 warm) extra="" ;;
+                noverify) extra='[verify]\nenabled = false\n' ;;
                 prep4) extra='[prepare_msm]\nworkers = 4\n[stage_pcie]\nworkers = 2\n' ;;
                 all2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n[prove_gpu]\nworkers_per_device = 2\n' ;;
                 # An earlier binary (cuzk-prev.gz beside this script, shipped with
