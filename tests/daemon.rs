@@ -388,7 +388,11 @@ fn results_survive_a_restart() {
     let stored: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).collect();
     let interrupted = stored
         .iter()
-        .filter(|e| std::fs::read_to_string(e.path()).unwrap().contains(&format!("\"status\":{}", JobStatus::Interrupted as i32)))
+        .filter(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap()
+                .contains(&format!("\"status\":{}", JobStatus::Interrupted as i32))
+        })
         .count();
     assert_eq!((stored.len(), interrupted), (3, 1), "two completed, one interrupted");
 }

@@ -73,7 +73,10 @@ fn soak_mixed_jobs_with_faults() {
                 1 => (Plan::Fails(stage), job.with_fault(Fault { stage, partition: Some(0), kind: FaultKind::Error })),
                 2 => {
                     let slow = FaultKind::Delay(Duration::from_millis(300));
-                    (Plan::Cancelled, job.with_fault(Fault { stage: StageName::Synthesize, partition: None, kind: slow }))
+                    (
+                        Plan::Cancelled,
+                        job.with_fault(Fault { stage: StageName::Synthesize, partition: None, kind: slow }),
+                    )
                 }
                 3 => {
                     let junk: Vec<u8> = (0..rng.gen_range(0..200)).map(|_| rng.gen()).collect();
@@ -121,7 +124,8 @@ fn soak_mixed_jobs_with_faults() {
     for s in engine.stage_snapshots() {
         assert_eq!((s.queue_len, s.in_flight), (0, 0), "{} still holds work", s.stage);
     }
-    let ok = engine.submit_blocking(JobSpec::circuits(srs[0].clone(), vec![SyntheticCircuit::new(sizes[0], 1).unwrap()]));
+    let ok =
+        engine.submit_blocking(JobSpec::circuits(srs[0].clone(), vec![SyntheticCircuit::new(sizes[0], 1).unwrap()]));
     assert_eq!(ok.unwrap().wait_blocking().unwrap().proofs.len(), 1);
     let end_rss = rss();
     assert!(

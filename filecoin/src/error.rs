@@ -27,6 +27,47 @@ pub enum PorepError {
     Partitions { proof: RegisteredSealProof, got: usize, want: usize },
     #[error("C1 output for {proof:?} carries vanilla proofs of another sector shape")]
     WrongShape { proof: RegisteredSealProof },
+    #[error(
+        "C1 output's replica_id is not the one of prover id {prover_id}, sector {sector_id}, its ticket and \
+         comm_d: the C1 is for another sector or miner, or its values are wrong"
+    )]
+    ReplicaId { prover_id: String, sector_id: u64 },
+    // The vanilla proofs' shape, checked against the registered proof before any
+    // circuit is built (`c1.rs`, `check_vanilla`). `which` names the Merkle proof,
+    // column or parent list, e.g. "comm_c proof of DRG parent 3's column".
+    #[error(
+        "C1 output for {proof:?}: partition {partition} has {got} challenge proofs; the proof type has {want} per \
+         partition"
+    )]
+    ChallengeCount { proof: RegisteredSealProof, partition: usize, got: usize, want: usize },
+    #[error(
+        "C1 output: partition {partition}, challenge {challenge}: {which} has a path of {got} levels; want {want}"
+    )]
+    PathLength { partition: usize, challenge: usize, which: String, got: usize, want: usize },
+    #[error(
+        "C1 output: partition {partition}, challenge {challenge}: {which}, level {level}: {got} sibling hashes; \
+         want {want} (the tree's arity there is {})",
+        want + 1
+    )]
+    PathArity { partition: usize, challenge: usize, which: String, level: usize, got: usize, want: usize },
+    #[error(
+        "C1 output: partition {partition}, challenge {challenge}: {which}, level {level}: position {got}; want \
+         below {want} (the tree's arity there)"
+    )]
+    PathIndex { partition: usize, challenge: usize, which: String, level: usize, got: usize, want: usize },
+    #[error(
+        "C1 output: partition {partition}, challenge {challenge}: {which} is not the {want} proof this sector \
+         shape's tree gives (its levels are split between base, sub and top trees otherwise)"
+    )]
+    PathKind { partition: usize, challenge: usize, which: String, want: &'static str },
+    #[error("C1 output: partition {partition}, challenge {challenge}: {which} has {got} layers; want {want}")]
+    ColumnLayers { partition: usize, challenge: usize, which: String, got: usize, want: usize },
+    #[error("C1 output: partition {partition}, challenge {challenge}: {which}: {got} parents; want {want}")]
+    Parents { partition: usize, challenge: usize, which: String, got: usize, want: usize },
+    #[error(
+        "C1 output: partition {partition}, challenge {challenge}: {got} labeling proofs; want {want} (one per layer)"
+    )]
+    LabelingLayers { partition: usize, challenge: usize, got: usize, want: usize },
     #[error("{0:?} is not supported: {1}")]
     Unsupported(RegisteredSealProof, &'static str),
     #[error("building the partition circuits failed: {0}")]

@@ -77,11 +77,7 @@ pub fn check_replica_id(c1: &ParsedC1, prover_id: &[u8; 32], sector_id: u64) -> 
     let comm_d = DefaultPieceDomain::try_from_bytes(&o.comm_d).map_err(|e| PorepError::Circuit(format!("{e:#}")))?;
     let porep_id = o.registered_proof.as_v1_config().porep_id;
     let want = generate_replica_id::<filecoin_proofs::DefaultTreeHasher, _>(
-        prover_id,
-        sector_id,
-        &o.ticket,
-        comm_d,
-        &porep_id,
+        prover_id, sector_id, &o.ticket, comm_d, &porep_id,
     );
     if want != o.replica_id {
         let hex: String = prover_id.iter().map(|b| format!("{b:02x}")).collect();

@@ -39,7 +39,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 impl Interceptor for Auth {
     fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
         let Some(token) = &self.0 else { return Ok(req) };
-        let given = req.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        let given =
+            req.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         match given {
             Some(g) if same(g.as_bytes(), token) => Ok(req),
             Some(_) => Err(Status::unauthenticated("wrong token")),

@@ -119,10 +119,9 @@ impl Daemon {
             let _ = std::fs::remove_file(&path);
             let l = std::os::unix::net::UnixListener::bind(&path)
                 .map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
-            let mode = u32::from_str_radix(&cfg.socket_mode, 8)
-                .ok()
-                .filter(|m| *m <= 0o777)
-                .ok_or_else(|| DaemonError::Config(format!("socket_mode `{}` is not octal permissions", cfg.socket_mode)))?;
+            let mode = u32::from_str_radix(&cfg.socket_mode, 8).ok().filter(|m| *m <= 0o777).ok_or_else(|| {
+                DaemonError::Config(format!("socket_mode `{}` is not octal permissions", cfg.socket_mode))
+            })?;
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
                 .map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;

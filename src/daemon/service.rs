@@ -335,8 +335,9 @@ impl Service {
             }
         }
         let prover_id = fil::prover_id_from_actor(req.miner_id);
-        fil::check_replica_id(&c1, &prover_id, req.sector_number)
-            .map_err(|e| Status::invalid_argument(format!("miner {} sector {}: {e}", req.miner_id, req.sector_number)))?;
+        fil::check_replica_id(&c1, &prover_id, req.sector_number).map_err(|e| {
+            Status::invalid_argument(format!("miner {} sector {}: {e}", req.miner_id, req.sector_number))
+        })?;
         let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
         // Serialize submissions that carry a request id, so that a retry racing the
         // original cannot create a second job.
@@ -359,7 +360,8 @@ impl Service {
         let timings = Arc::new(Mutex::new(None));
         let canceller = handle.canceller();
         let (id2, fin2, tim2) = (job_id.clone(), finished.clone(), timings.clone());
-        let (results, pending, rid, k) = (self.results.clone(), self.pending.clone(), request_id.to_string(), key.clone());
+        let (results, pending, rid, k) =
+            (self.results.clone(), self.pending.clone(), request_id.to_string(), key.clone());
         pending.0.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             let r = handle.wait().await;

@@ -88,7 +88,10 @@ impl<'a> Reader<'a> {
         self.buf.resize(n, 0);
         self.file.read_exact_at(&mut self.buf, self.offset as u64).map_err(|e| SrsError::Io {
             path: self.path.to_path_buf(),
-            source: std::io::Error::new(e.kind(), format!("section `{section}` at offset {}: {e} (file changed while loading?)", self.offset)),
+            source: std::io::Error::new(
+                e.kind(),
+                format!("section `{section}` at offset {}: {e} (file changed while loading?)", self.offset),
+            ),
         })?;
         self.offset += n;
         Ok(())

@@ -19,7 +19,9 @@ use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisE
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
-use crate::{assignment::ProvingAssignment, synthesize, Assignment, Density, EvalAlloc, Evals, SynthError};
+use crate::{
+    assignment::ProvingAssignment, synthesize, Assignment, CircuitShape, Density, EvalAlloc, Evals, SynthError,
+};
 
 /// One non-zero matrix entry: a variable (inputs tagged by the low bit) and an
 /// index into the coefficient table (0 is `ONE`, which needs no multiplication).
@@ -113,6 +115,19 @@ impl Precompiled {
     /// Distinct coefficients (`ONE` included).
     pub fn distinct_coefficients(&self) -> usize {
         self.coeffs.len()
+    }
+
+    /// The sizes of the recorded circuit: what [`Assignment::shape`] gives for every
+    /// circuit synthesized with this recording, so what its parameters must match
+    /// (checked before a recording is kept or saved, and when one is loaded).
+    pub fn shape(&self) -> CircuitShape {
+        CircuitShape {
+            constraints: self.constraints(),
+            inputs: self.inputs,
+            aux: self.aux,
+            a_query: self.inputs + self.a_aux_density.count(),
+            b_query: self.b_input_density.count() + self.b_aux_density.count(),
+        }
     }
 
     /// Heap bytes held (what a cache keeping it should charge).
@@ -476,6 +491,7 @@ mod tests {
             let pre = pre.expect("small circuits are recorded");
             assert_eq!(first, synthesize(SyntheticCircuit::new(spec, 1).unwrap()).unwrap());
             assert_eq!(pre.constraints(), spec.constraints);
+            assert_eq!(pre.shape(), first.shape(), "{spec:?}: the recording's sizes are its circuits'");
             for seed in [2, 3] {
                 let plain = synthesize(SyntheticCircuit::new(spec, seed).unwrap()).unwrap();
                 let fast = synthesize_precompiled(SyntheticCircuit::new(spec, seed).unwrap(), &pre).unwrap();

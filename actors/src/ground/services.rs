@@ -43,7 +43,13 @@ pub trait RecordingStore: Send + Sync {
     /// claims the recording for the caller.
     fn plan(&self, key: &Arc<ProvingKey>) -> Plan;
     /// The claimed recording is done (`None`: the circuit could not be recorded).
-    fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>);
+    ///
+    /// # Errors
+    /// The recording's sizes do not match `key` (the circuit is not the one the
+    /// parameters were made for, e.g. built from a malformed input): it is neither
+    /// kept nor saved, a later partition records again, and the error names the
+    /// sizes that differ.
+    fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) -> Result<(), StageError>;
     /// The claimed recording failed: a later partition tries again.
     fn abandon(&self, key: &Arc<ProvingKey>);
 }

@@ -17,6 +17,15 @@
 //! it first sees the key, so its first partitions are pre-compiled too. A file
 //! that is damaged or belongs to other parameters is refused with a warning and
 //! recorded again (`cuzk_synth::Precompiled::read_from` checks it).
+//!
+//! A recording is checked against its parameters before it is kept or saved, and
+//! again when it is loaded: the sizes a Groth16 parameter set fixes (inputs, aux
+//! variables, the A and B query sizes, the domain the constraints need;
+//! `ProvingKey::check_shape`) must be the recorded circuit's. A circuit built from a
+//! malformed input that does not fit them is refused (the partition fails with the
+//! sizes; nothing is kept, and a later partition records again), so it cannot
+//! become the recording every later job of the key would use; a saved file that
+//! does not fit them is deleted and recorded again.
 
 use std::{
     path::PathBuf,
@@ -30,7 +39,7 @@ use tracing::{info, warn};
 
 use crate::{
     budget::{Ledger, Reservation},
-    ground::{Plan, RecordingStore},
+    ground::{Plan, RecordingStore, StageError},
 };
 
 enum State {
@@ -100,9 +109,10 @@ impl RecordingCache {
         dir.join(format!("cuzk-recording-{hex}.bin"))
     }
 
-    /// The saved recording of `id`, charged to the budget; `None` (with a warning
-    /// when a file was there) when there is none, no room, or it is refused.
-    fn load(&self, id: &[u8; 32]) -> Option<State> {
+    /// The saved recording of `key` (identity `id`), charged to the budget; `None`
+    /// (with a warning when a file was there) when there is none, no room, or it is
+    /// refused. A file whose sizes do not match `key` is deleted.
+    fn load(&self, key: &ProvingKey, id: &[u8; 32]) -> Option<State> {
         let path = Self::path(self.dir.as_ref()?, id);
         let len = std::fs::metadata(&path).ok()?.len();
         let Some(r) = self.budget.try_reserve(len) else {
@@ -110,7 +120,19 @@ impl RecordingCache {
             return None;
         };
         let t = Instant::now();
-        match std::fs::File::open(&path).and_then(|f| Precompiled::read_from(f, id)) {
+        let read = std::fs::File::open(&path).and_then(|f| Precompiled::read_from(f, id));
+        // Sound as a file, but not the circuit of these parameters: every partition
+        // using it would fail.
+        if let Some(Err(e)) = read.as_ref().ok().map(|pre| key.check_shape(&pre.shape())) {
+            warn!(
+                path = %path.display(),
+                error = %e,
+                "saved circuit recording does not match its parameters; deleted, recording again"
+            );
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        match read {
             Ok(pre) => {
                 let mut r = r;
                 r.shrink_to((pre.heap_bytes() as u64).min(len));
@@ -181,7 +203,7 @@ impl RecordingCache {
                 // under the lock, so that the other workers wait for it (a fraction
                 // of a second) rather than synthesize the plain way (seconds).
                 let id = key_id(key);
-                let state = self.load(&id).unwrap_or(State::Backoff(Instant::now()));
+                let state = self.load(key, &id).unwrap_or(State::Backoff(Instant::now()));
                 slots.push(Slot { key: Arc::downgrade(key), id, state });
                 slots.last_mut().expect("just pushed")
             }
@@ -205,15 +227,26 @@ impl RecordingCache {
     }
 
     /// The claimed recording finished: keep it (its reservation trimmed to its size,
-    /// or grown if the estimate was short and the budget has room).
-    pub fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) {
+    /// or grown if the estimate was short and the budget has room) and save it.
+    ///
+    /// # Errors
+    /// Its sizes do not match `key`: it is dropped, not saved, and the next
+    /// partition of `key` records again.
+    pub fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) -> Result<(), StageError> {
         let mut slots = self.lock();
-        let Some(slot) = Self::find(&mut slots, key) else { return };
-        let State::Recording(mut r) = std::mem::replace(&mut slot.state, State::Off) else { return };
+        let Some(slot) = Self::find(&mut slots, key) else { return Ok(()) };
+        let State::Recording(mut r) = std::mem::replace(&mut slot.state, State::Off) else { return Ok(()) };
         let Some(pre) = pre else {
             warn!("circuit too large to pre-compile; its partitions use plain synthesis");
-            return;
+            return Ok(());
         };
+        if let Err(e) = key.check_shape(&pre.shape()) {
+            // Not this key's circuit (a malformed input): used by later partitions,
+            // it would fail every one of them. Its reservation goes with it.
+            slot.state = State::Backoff(Instant::now());
+            warn!(error = %e, "circuit recording does not match its parameters; not kept, not saved");
+            return Err(StageError::msg(format!("circuit recording refused, not saved: {e}")));
+        }
         let bytes = pre.heap_bytes() as u64;
         if bytes <= r.bytes() {
             r.shrink_to(bytes);
@@ -222,7 +255,7 @@ impl RecordingCache {
         } else {
             warn!(bytes, "no host-budget room for the recorded circuit; plain synthesis for now");
             slot.state = State::Backoff(Instant::now() + BACKOFF);
-            return;
+            return Ok(());
         }
         info!(
             bytes,
@@ -233,6 +266,7 @@ impl RecordingCache {
         let pre = Arc::new(pre);
         self.save(slot.id, pre.clone());
         slot.state = State::Ready(pre, r);
+        Ok(())
     }
 
     /// The claimed recording failed (the circuit's synthesis did): the next
@@ -264,7 +298,7 @@ impl RecordingStore for RecordingCache {
     fn plan(&self, key: &Arc<ProvingKey>) -> Plan {
         RecordingCache::plan(self, key)
     }
-    fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) {
+    fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) -> Result<(), StageError> {
         RecordingCache::recorded(self, key, pre)
     }
     fn abandon(&self, key: &Arc<ProvingKey>) {
@@ -298,7 +332,7 @@ mod tests {
         assert_eq!(ledger.snapshot().used, estimate(&k), "the estimate is reserved while recording");
         let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
         let bytes = pre.as_ref().unwrap().heap_bytes() as u64;
-        cache.recorded(&k, pre);
+        cache.recorded(&k, pre).unwrap();
         assert!(matches!(cache.plan(&k), Plan::Use(_)));
         assert_eq!((cache.bytes(), ledger.snapshot().used), (bytes, bytes));
         // Another key records its own.
@@ -326,7 +360,7 @@ mod tests {
         let first = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(first.plan(&k), Plan::Record), "nothing saved yet");
         let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
-        first.recorded(&k, pre);
+        first.recorded(&k, pre).unwrap();
         let path = RecordingCache::path(&dir, &key_id(&k));
         let t = Instant::now();
         while !path.exists() && t.elapsed() < Duration::from_secs(20) {
@@ -348,7 +382,7 @@ mod tests {
         let damaged = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(damaged.plan(&k), Plan::Record), "a damaged file is refused and recorded again");
         let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 3).unwrap()).unwrap();
-        damaged.recorded(&k, pre);
+        damaged.recorded(&k, pre).unwrap();
         // The new recording replaces the damaged file.
         let id = key_id(&k);
         let valid = || std::fs::File::open(&path).and_then(|f| Precompiled::read_from(f, &id)).is_ok();
@@ -359,6 +393,55 @@ mod tests {
         assert!(valid(), "the damaged file was replaced");
         let after = RecordingCache::new(true, ledger).with_dir(dir.clone());
         assert!(matches!(after.plan(&k), Plan::Use(_)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A recording whose sizes are not its parameters' (a circuit built from a
+    /// malformed input: a shortened Merkle path keeps the public inputs) is refused
+    /// before it is kept or saved; a saved file of the key's identity whose sizes do
+    /// not fit (as an older build could have saved it) is discarded at load, deleted
+    /// and recorded again.
+    #[test]
+    fn recordings_that_do_not_fit_their_parameters_are_refused() {
+        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let short = SyntheticSpec { constraints: 48, ..spec };
+        let dir = std::env::temp_dir().join(format!("cuzk-recordings-mismatch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ledger = Ledger::new("host", 1 << 30);
+        let k = key(spec);
+        let path = RecordingCache::path(&dir, &key_id(&k));
+        let recording = |s: SyntheticSpec| synthesize_recording(SyntheticCircuit::new(s, 1).unwrap()).unwrap().1;
+
+        let cache = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
+        assert!(matches!(cache.plan(&k), Plan::Record));
+        let bad = recording(short).unwrap();
+        let (bad_aux, good_aux) = (bad.shape().aux, k.l.len());
+        assert_ne!(bad_aux, good_aux);
+        assert_eq!(bad.shape().inputs, k.num_inputs(), "same public inputs: only the sizes tell");
+        let e = cache.recorded(&k, Some(bad)).unwrap_err().to_string();
+        let sizes = format!("L points (aux variables): parameters have {good_aux}, the circuit needs {bad_aux}");
+        assert!(e.contains("recording refused, not saved") && e.contains(&sizes), "{e}");
+        assert_eq!((cache.bytes(), ledger.snapshot().used), (0, 0), "nothing kept, the estimate returned");
+        assert!(matches!(cache.plan(&k), Plan::Record), "the next partition records again");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!path.exists(), "nothing saved");
+        // The key's real circuit is recorded and saved as usual.
+        cache.recorded(&k, recording(spec)).unwrap();
+        assert!(matches!(cache.plan(&k), Plan::Use(_)));
+        let t = Instant::now();
+        while !path.exists() && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(path.exists());
+        drop(cache);
+
+        // A file with the key's identity and a valid checksum, of another circuit.
+        recording(short).unwrap().write_to(std::fs::File::create(&path).unwrap(), &key_id(&k)).unwrap();
+        let next = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
+        assert!(matches!(next.plan(&k), Plan::Record), "a file of the wrong sizes is not used: recorded again");
+        assert!(!path.exists(), "and deleted");
+        assert_eq!(ledger.snapshot().used, estimate(&k), "only the new recording's estimate is held");
+        drop(next);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -100,7 +100,8 @@ impl Stage for Synthesize {
         };
         let assignment = match (plan, result) {
             (Plan::Record, Ok((a, pre))) => {
-                self.recordings.recorded(&key, pre);
+                // Refused (and not saved) when its sizes do not match the parameters.
+                self.recordings.recorded(&key, pre)?;
                 a
             }
             (Plan::Record, Err(e)) => {
