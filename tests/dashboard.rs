@@ -18,13 +18,8 @@ use std::{
     time::Duration,
 };
 
-use common::{params, small_config, spec};
-use cuzk::{
-    actors::config::BackendKind,
-    config::Config,
-    daemon::{Daemon, DaemonConfig},
-    JobSpec, SyntheticCircuit,
-};
+use common::{cpu_daemon, params, spec};
+use cuzk::{config::Config, JobSpec, SyntheticCircuit};
 use serde_json::Value;
 
 const DASHBOARD: &str = include_str!("../deploy/grafana-dashboard.json");
@@ -153,16 +148,7 @@ fn scrape(addr: SocketAddr) -> String {
 
 #[test]
 fn dashboard_queries_only_exported_series() {
-    let cfg = DaemonConfig {
-        listen: "127.0.0.1:0".into(),
-        metrics_listen: "127.0.0.1:0".into(),
-        shutdown_timeout_secs: 0,
-        results_dir: "none".into(),
-        ..Default::default()
-    };
-    let mut engine = small_config();
-    engine.backend.kind = BackendKind::Cpu;
-    let d = Daemon::start(cfg, engine).unwrap();
+    let d = cpu_daemon();
     // One small proof, so that every stage has worked and every counter moved.
     let sp = spec(256, 1, 1.0, 1.0);
     let job = JobSpec::circuits(params(sp), vec![SyntheticCircuit::new(sp, 1).unwrap()]);

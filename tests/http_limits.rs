@@ -10,11 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::small_config;
-use cuzk::{
-    actors::config::BackendKind,
-    daemon::{Daemon, DaemonConfig},
-};
+use common::cpu_daemon;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
@@ -24,19 +20,6 @@ use tokio::{
 const LIMIT: usize = 64;
 /// `READ_DEADLINE` in src/daemon/http.rs.
 const READ_DEADLINE: Duration = Duration::from_secs(5);
-
-fn daemon() -> Daemon {
-    let cfg = DaemonConfig {
-        listen: "127.0.0.1:0".into(),
-        metrics_listen: "127.0.0.1:0".into(),
-        shutdown_timeout_secs: 0,
-        results_dir: "none".into(),
-        ..Default::default()
-    };
-    let mut engine = small_config();
-    engine.backend.kind = BackendKind::Cpu;
-    Daemon::start(cfg, engine).unwrap()
-}
 
 /// One GET; the status code and the whole response.
 async fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
@@ -51,7 +34,7 @@ async fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
 
 #[test]
 fn slowloris_is_cut_at_the_request_deadline() {
-    let d = daemon();
+    let d = cpu_daemon();
     let addr = d.metrics.unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -94,7 +77,7 @@ fn slowloris_is_cut_at_the_request_deadline() {
 
 #[test]
 fn idle_connections_beyond_the_limit_are_refused_at_once() {
-    let d = daemon();
+    let d = cpu_daemon();
     let addr = d.metrics.unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {

@@ -74,8 +74,8 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    /// Reads the next `n` bytes into `self.buf`.
-    fn take(&mut self, section: &'static str, n: usize) -> Result<(), SrsError> {
+    /// Whether `n` more bytes of `section` are in the file (as it was opened).
+    fn fits(&self, section: &'static str, n: usize) -> Result<(), SrsError> {
         if self.file_len - self.offset < n {
             return Err(SrsError::Truncated {
                 path: self.path.to_path_buf(),
@@ -85,6 +85,12 @@ impl<'a> Reader<'a> {
                 file_len: self.file_len,
             });
         }
+        Ok(())
+    }
+
+    /// Reads the next `n` bytes into `self.buf`.
+    fn take(&mut self, section: &'static str, n: usize) -> Result<(), SrsError> {
+        self.fits(section, n)?;
         self.buf.resize(n, 0);
         self.file.read_exact_at(&mut self.buf, self.offset as u64).map_err(|e| SrsError::Io {
             path: self.path.to_path_buf(),
@@ -119,15 +125,7 @@ impl<'a> Reader<'a> {
         let n = self.len(section)?;
         let start = self.offset;
         let total = n.saturating_mul(P::LEN);
-        if self.file_len - self.offset < total {
-            return Err(SrsError::Truncated {
-                path: self.path.to_path_buf(),
-                section,
-                offset: self.offset,
-                needed: total,
-                file_len: self.file_len,
-            });
-        }
+        self.fits(section, total)?;
         let mut out = Vec::with_capacity(n);
         let per_chunk = (CHUNK_BYTES / P::LEN).max(1);
         while out.len() < n {

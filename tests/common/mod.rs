@@ -71,3 +71,18 @@ pub fn small_config() -> EngineConfig {
     c.synthesize.save_recordings = false;
     c
 }
+
+/// A daemon on the CPU backend with ephemeral ports, no results directory and no
+/// shutdown grace: for tests of the daemon's HTTP side.
+pub fn cpu_daemon() -> cuzk::daemon::Daemon {
+    let cfg = cuzk::daemon::DaemonConfig {
+        listen: "127.0.0.1:0".into(),
+        metrics_listen: "127.0.0.1:0".into(),
+        shutdown_timeout_secs: 0,
+        results_dir: "none".into(),
+        ..Default::default()
+    };
+    let mut engine = small_config();
+    engine.backend.kind = cuzk::actors::config::BackendKind::Cpu;
+    cuzk::daemon::Daemon::start(cfg, engine).unwrap()
+}
