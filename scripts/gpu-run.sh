@@ -8,7 +8,8 @@
 #   BENCH   "20:10 22:10"      (log2:count pairs)        DENSITY "1.0:1.0"
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
 #   PHASES may add "porep" (C1 stream per size in POREP_SIZES="2KiB" (or "2KiB 8MiB"):
-#   POREP_COUNT=20 proofs, verify_seal unless POREP_VERIFY="", config variants
+#   POREP_COUNT=20 proofs after POREP_WARMUP=0 untimed ones in the same process (both
+#   sides), verify_seal unless POREP_VERIFY="", config variants
 #   POREP_VARIANTS="default", see below), "porepbase" (the filecoin-proofs/supraseal-c2
 #   C2 baseline on the same sizes and C1, once per thread count in POREP_THREADS="1 4"),
 #   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices;
@@ -143,8 +144,8 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 BIN=/tmp/cuzk-prev
             fi
             timeout "${BENCH_TIMEOUT:-300}" "$BIN" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
-                --param-cache "$FP" --count "${POREP_COUNT:-20}" --seed 1 ${POREP_VERIFY---verify} > "$L" 2>&1
-            say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^cuzk|^stage busy|^ops|^pinned|^wall|^verify' "$L" | tr '\n' ' ')"
+                --param-cache "$FP" --count "${POREP_COUNT:-20}" --warmup "${POREP_WARMUP:-0}" --seed 1 ${POREP_VERIFY---verify} > "$L" 2>&1
+            say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^warm-up|^cuzk|^stage busy|^ops|^pinned|^wall|^verify' "$L" | tr '\n' ' ')"
         done
     done
 fi
@@ -163,8 +164,8 @@ if [[ " $PHASES " == *" porepbase "* ]]; then
         for T in ${POREP_THREADS:-1 4}; do
             L="$OUT/porep-baseline-$SZ-t$T.log"
             timeout "${BENCH_TIMEOUT:-300}" "$PB" --c1 "$C1/c1.json" --param-cache "$FP" \
-                --count "${POREP_COUNT:-20}" --threads "$T" > "$L" 2>&1
-            say "porep-baseline $SZ x${POREP_COUNT:-20} rc=$?: $(grep -E '^baseline' "$L" || tail -2 "$L" | tr '\n' ' ')"
+                --count "${POREP_COUNT:-20}" --threads "$T" --warmup "${POREP_WARMUP:-0}" > "$L" 2>&1
+            say "porep-baseline $SZ x${POREP_COUNT:-20} rc=$?: $(grep -E '^warm-up|^baseline' "$L" | tr '\n' ' ' || tail -2 "$L" | tr '\n' ' ')"
         done
     done
 fi

@@ -49,6 +49,11 @@ pub struct ProveArgs {
     /// Number of proofs.
     #[arg(long, default_value_t = 1)]
     count: usize,
+    /// With --c1: prove this many first, untimed, in the same process (parameters
+    /// loaded, kernels and recordings warm), then time the --count proofs: a warm
+    /// figure comparable to a warmed-up baseline. Their proofs are not kept.
+    #[arg(long, default_value_t = 0, requires = "c1")]
+    warmup: usize,
     /// Makes witnesses and r/s deterministic (default: random).
     #[arg(long)]
     seed: Option<u64>,
@@ -123,6 +128,8 @@ struct Sector {
 struct C1Run {
     proofs: Vec<Vec<u8>>,
     done: Vec<Duration>,
+    /// When the timed part began: the start of the run, or the end of the warm-up.
+    start: Instant,
 }
 
 /// `prove --c1`: `--count` proofs of one sector's commit phase 2, then the timing
@@ -142,10 +149,12 @@ fn prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
         bail!("--count must be at least 1");
     }
     let sector = Sector { c1, prover_id, sector_id };
-    let t = Instant::now();
-    let mut run =
-        if a.baseline { baseline(&sector, a.count, t)? } else { pipeline(engine_cfg, &sector, a.count, a.seed, t)? };
-    report_times(t, &mut run.done);
+    let mut run = if a.baseline {
+        baseline(&sector, a.count, a.warmup)?
+    } else {
+        pipeline(engine_cfg, &sector, a.count, a.warmup, a.seed)?
+    };
+    report_times(run.start, &mut run.done);
     let proof: Vec<u8> = run.proofs.concat();
     if let Some(p) = &a.out {
         std::fs::write(p, &proof).with_context(|| format!("writing {}", p.display()))?;
@@ -160,18 +169,30 @@ fn prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// filecoin-proofs' own `seal_commit_phase2`, `count` times in a row.
-fn baseline(sector: &Sector, count: usize, t: Instant) -> Result<C1Run> {
-    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count) };
-    for _ in 0..count {
+/// filecoin-proofs' own `seal_commit_phase2`, `warmup` times untimed, then `count`
+/// times in a row.
+fn baseline(sector: &Sector, count: usize, warmup: usize) -> Result<C1Run> {
+    let once = || -> Result<Vec<u8>> {
         let c1 = cuzk::filecoin::parse_c1(&sector.c1, usize::MAX)?;
         let out = filecoin_proofs_api::seal::seal_commit_phase2(
             c1.output,
             sector.prover_id,
             filecoin_proofs_api::SectorId::from(sector.sector_id),
         )?;
-        run.done.push(t.elapsed());
-        run.proofs.push(out.proof);
+        Ok(out.proof)
+    };
+    let w = Instant::now();
+    for _ in 0..warmup {
+        once()?;
+    }
+    if warmup > 0 {
+        println!("warm-up: {warmup} proof(s) in {:.2} s (not timed below)", w.elapsed().as_secs_f64());
+    }
+    let start = Instant::now();
+    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count), start };
+    for _ in 0..count {
+        run.proofs.push(once()?);
+        run.done.push(start.elapsed());
     }
     println!("filecoin-proofs seal_commit_phase2: {count} proof(s), {} bytes each", run.proofs[0].len());
     Ok(run)
@@ -181,11 +202,33 @@ fn baseline(sector: &Sector, count: usize, t: Instant) -> Result<C1Run> {
 type Submitted = Result<(Instant, JobHandle), SubmitError>;
 
 /// `count` proofs through the cuzk pipeline, submitted from a thread while results
-/// are awaited here; prints the per-stage report.
-fn pipeline(engine_cfg: EngineConfig, sector: &Sector, count: usize, seed: Option<u64>, t: Instant) -> Result<C1Run> {
+/// are awaited here, after `warmup` untimed ones (a stream of their own, seeds after
+/// the timed ones'); prints the per-stage report of the timed proofs.
+fn pipeline(
+    engine_cfg: EngineConfig,
+    sector: &Sector,
+    count: usize,
+    warmup: usize,
+    seed: Option<u64>,
+) -> Result<C1Run> {
+    let w = Instant::now();
     let engine = Engine::start(engine_cfg)?;
+    if warmup > 0 {
+        let (submitter, rx) = submit_all(&engine, sector, warmup, seed.map(|s| s.wrapping_add(count as u64)));
+        let r: Result<()> = rx.into_iter().try_for_each(|h| {
+            h.map_err(anyhow::Error::from)?.1.wait_blocking().map_err(anyhow::Error::from)?;
+            Ok(())
+        });
+        let _ = submitter.join();
+        if let Err(e) = r {
+            engine.shutdown();
+            return Err(e.context("warm-up proof"));
+        }
+        println!("warm-up: {warmup} proof(s) in {:.2} s (not timed below)", w.elapsed().as_secs_f64());
+    }
+    let t = Instant::now();
     let (submitter, rx) = submit_all(&engine, sector, count, seed);
-    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count) };
+    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count), start: t };
     let mut partitions = 0;
     let mut result = Ok(());
     let mut busy = [Duration::ZERO; StageName::ALL.len()];

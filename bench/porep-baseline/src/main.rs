@@ -2,14 +2,16 @@
 //! `cuda-supraseal` (supraseal-c2 on the GPU), on the C1 output `cuzk gen-c1` writes.
 //!
 //! `porep-baseline --c1 FILE --param-cache DIR [--count N] [--threads T]
-//!                 [--prover-id HEX] [--sector-id N]`
+//!                 [--warmup W] [--prover-id HEX] [--sector-id N]`
 //!
 //! T threads in one process each call `seal_commit_phase2` on their share of the N
 //! proofs (proof i on thread i mod T; T = 1 is sequential), as a Curio/Lotus node
 //! calls it from several tasks. Every call verifies its proof (`seal_commit_phase2`
 //! runs `verify_seal` before returning), so a success is a valid proof. The first
 //! call also loads the parameters (filecoin-proofs keeps them for the process) and
-//! JIT-compiles kernels, hence `first` and `steady` in the summary.
+//! JIT-compiles kernels, hence `first` and `steady` in the summary. `--warmup W`
+//! proves W first, one after another and untimed, so the timed N start warm (the
+//! figure to set beside `cuzk prove --warmup`).
 //!
 //! The C1 file is either filecoin-proofs-api's `SealCommitPhase1Output` JSON or the
 //! Lotus/Curio wrapper `{"SectorNum", "Phase1Out" (base64 of that JSON), "SectorSize"}`.
@@ -30,21 +32,22 @@ use filecoin_proofs_api::seal::{seal_commit_phase2, SealCommitPhase1Output};
 use filecoin_proofs_api::SectorId;
 
 const USAGE: &str = "usage: porep-baseline --c1 FILE --param-cache DIR [--count N] [--threads T] \
-                     [--prover-id HEX] [--sector-id N]";
+                     [--warmup W] [--prover-id HEX] [--sector-id N]";
 
 struct Args {
     c1: PathBuf,
     param_cache: PathBuf,
     count: usize,
     threads: usize,
+    warmup: usize,
     prover_id: Option<String>,
     sector_id: Option<u64>,
 }
 
 fn parse_args() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let (mut c1, mut param_cache, mut count, mut threads, mut prover_id, mut sector_id) =
-        (None, None, 1usize, 1usize, None, None);
+    let (mut c1, mut param_cache, mut count, mut threads, mut warmup, mut prover_id, mut sector_id) =
+        (None, None, 1usize, 1usize, 0usize, None, None);
     while let Some(flag) = it.next() {
         if flag == "-h" || flag == "--help" {
             println!("{USAGE}");
@@ -57,6 +60,7 @@ fn parse_args() -> Result<Args> {
             "--param-cache" => param_cache = Some(PathBuf::from(value)),
             "--count" => count = num(&value)? as usize,
             "--threads" => threads = num(&value)? as usize,
+            "--warmup" => warmup = num(&value)? as usize,
             "--prover-id" => prover_id = Some(value),
             "--sector-id" => sector_id = Some(num(&value)?),
             _ => bail!("unknown argument {flag}\n{USAGE}"),
@@ -66,7 +70,7 @@ fn parse_args() -> Result<Args> {
     let param_cache = param_cache.with_context(|| format!("--param-cache is required\n{USAGE}"))?;
     ensure!(count >= 1, "--count must be at least 1");
     ensure!(threads >= 1, "--threads must be at least 1");
-    Ok(Args { c1, param_cache, count, threads: threads.min(count), prover_id, sector_id })
+    Ok(Args { c1, param_cache, count, threads: threads.min(count), warmup, prover_id, sector_id })
 }
 
 /// The first key of a JSON object (to tell the wrapper from the plain output).
@@ -164,6 +168,14 @@ fn run() -> Result<()> {
         a.threads
     );
 
+    if a.warmup > 0 {
+        let w = Instant::now();
+        for i in 0..a.warmup {
+            seal_commit_phase2(c1.clone(), prover_id, SectorId::from(sector_id))
+                .with_context(|| format!("warm-up proof {i}"))?;
+        }
+        println!("warm-up: {} proof(s) in {:.3}s (not timed below)", a.warmup, w.elapsed().as_secs_f64());
+    }
     let start = Instant::now();
     // Completion times (seconds since start), in completion order.
     let done: Mutex<Vec<f64>> = Mutex::new(Vec::with_capacity(a.count));
@@ -221,10 +233,11 @@ fn run() -> Result<()> {
     let steady_s =
         if done.len() > 1 { format!("{:.3}s/proof", (wall - first) / (done.len() - 1) as f64) } else { "-".into() };
     println!(
-        "baseline threads={} count={} wall={wall:.3}s first={first_s} steady={steady_s} ok={} failed={} \
+        "baseline threads={} count={} warmup={} wall={wall:.3}s first={first_s} steady={steady_s} ok={} failed={} \
          not_run={} peak_rss={peak}",
         a.threads,
         a.count,
+        a.warmup,
         done.len(),
         failures.len(),
         a.count - done.len() - failures.len()
