@@ -1,11 +1,20 @@
 //! A client of a running `cuzk daemon` (or of Curio's, for `cuzk.v1`): connect over
-//! TCP or a unix socket, and `cuzk bench batch` — COUNT proofs with CONCURRENCY in
+//! TCP (plain or TLS, with an optional bearer token) or a unix socket, and `cuzk
+//! bench batch` — COUNT proofs with CONCURRENCY in
 //! flight, one line per proof and a summary, the way Curio's `cuzk-bench batch` reports.
 
-use std::time::{Duration, Instant};
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
 use anyhow::{bail, Context, Result};
-use tonic::transport::{Channel, Endpoint};
+use tonic::{
+    metadata::AsciiMetadataValue,
+    service::{interceptor::InterceptedService, Interceptor},
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
+    Request, Status,
+};
 
 use crate::daemon::{
     ext_proto::{engine_client::EngineClient, SubmitSyntheticRequest},
@@ -18,38 +27,123 @@ use crate::daemon::{
 /// Largest message either way (a 32GiB C1 output is tens of megabytes).
 const MAX_MESSAGE: usize = 1 << 30;
 
-/// Opens a channel to `addr`: "http://host:port", "host:port" or "unix:///path".
+/// What a client presents beyond the address, matching the daemon's `[daemon]`
+/// access settings: a bearer token (`auth_token_file`) and TLS (`tls_*`).
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    /// A file holding the daemon's shared secret.
+    pub token_file: Option<PathBuf>,
+    /// CA certificate(s) (PEM) the daemon's certificate must chain to; set, the
+    /// connection uses TLS ("https://" addresses need it).
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate and key (PEM), for a daemon with `tls_client_ca_file`.
+    pub tls_identity: Option<(PathBuf, PathBuf)>,
+    /// The name the daemon's certificate must carry (default: the address's host).
+    pub tls_domain: Option<String>,
+}
+
+/// Adds `authorization: Bearer <token>` to every call when a token is set.
+#[derive(Clone, Debug, Default)]
+pub struct Bearer(Option<AsciiMetadataValue>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// A connection to a daemon: the channel and the token its calls carry.
+pub type Conn = InterceptedService<Channel, Bearer>;
+
+/// Opens a connection to `addr` ("http://host:port", "https://host:port",
+/// "host:port" or "unix:///path") with no token and no TLS.
 ///
 /// # Errors
 /// When the address is malformed or nothing answers there.
-pub async fn connect(addr: &str) -> Result<Channel> {
+pub async fn connect(addr: &str) -> Result<Conn> {
+    connect_with(addr, &Access::default()).await
+}
+
+/// Opens a connection to `addr` presenting `access`.
+///
+/// # Errors
+/// When the address is malformed, a file in `access` cannot be read, the TLS
+/// handshake fails, or nothing answers there.
+pub async fn connect_with(addr: &str, access: &Access) -> Result<Conn> {
+    let bearer = match &access.token_file {
+        None => Bearer(None),
+        Some(f) => {
+            let text = std::fs::read_to_string(f).with_context(|| format!("reading the token file {}", f.display()))?;
+            let v = AsciiMetadataValue::try_from(format!("Bearer {}", text.trim()))
+                .with_context(|| format!("the token in {} is not printable ASCII", f.display()))?;
+            Bearer(Some(v))
+        }
+    };
     if let Some(path) = addr.strip_prefix("unix://") {
+        if access.tls_ca.is_some() {
+            bail!("TLS is for TCP addresses, not the unix socket {addr}");
+        }
         let path = path.to_string();
         // The URI is required by the API and ignored by the connector.
-        return Endpoint::try_from("http://[::]:0")?
+        let ch = Endpoint::try_from("http://[::]:0")?
             .connect_with_connector(tower::service_fn(move |_| {
                 let path = path.clone();
                 async move { tokio::net::UnixStream::connect(path).await.map(hyper_util::rt::TokioIo::new) }
             }))
             .await
-            .with_context(|| format!("cannot connect to the daemon at {addr}"));
+            .with_context(|| format!("cannot connect to the daemon at {addr}"))?;
+        return Ok(InterceptedService::new(ch, bearer));
     }
-    let url = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
-    Endpoint::from_shared(url.clone())
-        .with_context(|| format!("invalid daemon address `{addr}`"))?
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to the daemon at {url} (is `cuzk daemon` running?)"))
+    let tls = access.tls_ca.is_some() || addr.starts_with("https://");
+    let url = match addr.split_once("://") {
+        Some(("http", rest)) if tls => format!("https://{rest}"),
+        Some(_) => addr.to_string(),
+        None => format!("{}://{addr}", if tls { "https" } else { "http" }),
+    };
+    let mut ep = Endpoint::from_shared(url.clone()).with_context(|| format!("invalid daemon address `{addr}`"))?;
+    if tls {
+        let ca = access.tls_ca.as_ref().context("an https:// address needs a CA certificate (--tls-ca FILE)")?;
+        let read = |p: &PathBuf| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+        let mut cfg = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca)?));
+        if let Some((cert, key)) = &access.tls_identity {
+            cfg = cfg.identity(Identity::from_pem(read(cert)?, read(key)?));
+        }
+        if let Some(d) = &access.tls_domain {
+            cfg = cfg.domain_name(d.clone());
+        }
+        ep = ep.tls_config(cfg).with_context(|| format!("TLS settings for {url}"))?;
+    }
+    let ch = ep.connect().await.map_err(|e| anyhow::anyhow!("cannot connect to the daemon at {url}: {}", chain(&e)))?;
+    Ok(InterceptedService::new(ch, bearer))
+}
+
+/// An error and its sources on one line (tonic's transport errors say little alone),
+/// a source that repeats the text before it left out.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.ends_with(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
 }
 
 /// The `cuzk.v1` client with cuzk's message limits.
-pub fn v1(ch: Channel) -> ProvingEngineClient<Channel> {
-    ProvingEngineClient::new(ch).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE)
+pub fn v1(c: Conn) -> ProvingEngineClient<Conn> {
+    ProvingEngineClient::new(c).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE)
 }
 
 /// The `cuzk.ext.v1` client.
-pub fn ext(ch: Channel) -> EngineClient<Channel> {
-    EngineClient::new(ch).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE)
+pub fn ext(c: Conn) -> EngineClient<Conn> {
+    EngineClient::new(c).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE)
 }
 
 /// What each proof of a batch is.
@@ -112,7 +206,7 @@ impl BatchSummary {
     }
 }
 
-async fn one(ch: Channel, job: &BatchJob, index: usize) -> Result<(String, Instant)> {
+async fn one(ch: Conn, job: &BatchJob, index: usize) -> Result<(String, Instant)> {
     let t = Instant::now();
     let id = match job {
         BatchJob::Porep { c1, registered_proof, miner_id, sector_num } => {
@@ -159,6 +253,7 @@ async fn one(ch: Channel, job: &BatchJob, index: usize) -> Result<(String, Insta
 /// Only when the daemon cannot be reached; failed proofs are reported in the summary.
 pub async fn run_batch(
     addr: &str,
+    access: &Access,
     job: BatchJob,
     count: usize,
     concurrency: usize,
@@ -167,7 +262,7 @@ pub async fn run_batch(
     if count == 0 || concurrency == 0 {
         bail!("--count and --concurrency must be at least 1");
     }
-    let ch = connect(addr).await?;
+    let ch = connect_with(addr, access).await?;
     let start = Instant::now();
     let mut set = tokio::task::JoinSet::new();
     let mut next = 0;

@@ -120,6 +120,14 @@ pub struct DaemonConfig {
     pub auth_token_file: String,
     /// Permissions of the unix socket (octal, e.g. "660": owner and group).
     pub socket_mode: String,
+    /// TLS for a TCP listener: the server's certificate chain (PEM). With
+    /// `tls_key_file`; both "" = plain text.
+    pub tls_cert_file: String,
+    /// The private key (PEM) of `tls_cert_file`.
+    pub tls_key_file: String,
+    /// With TLS: CA certificates (PEM) that client certificates must chain to; set,
+    /// every client must present one (mutual TLS). "" = no client certificates.
+    pub tls_client_ca_file: String,
     /// Serve cuzk.ext.v1 SubmitSynthetic (benchmarking; its parameters are charged
     /// to the host budget). Off in production daemons.
     pub allow_synthetic: bool,
@@ -137,6 +145,9 @@ impl Default for DaemonConfig {
             results_retention_secs: 7 * 24 * 3600,
             auth_token_file: String::new(),
             socket_mode: "660".into(),
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            tls_client_ca_file: String::new(),
             allow_synthetic: false,
         }
     }

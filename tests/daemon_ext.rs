@@ -7,6 +7,7 @@ mod common;
 use std::time::Instant;
 
 use common::small_config;
+use cuzk::client::Conn;
 use cuzk::daemon::{
     ext_proto::{
         engine_client::EngineClient, GetJobTimingsRequest, GetPipelineRequest, GetTimelineRequest, SetTimelineRequest,
@@ -18,7 +19,7 @@ use cuzk::daemon::{
     },
     Daemon, DaemonConfig, Listen,
 };
-use tonic::{transport::Channel, Code};
+use tonic::Code;
 
 fn daemon(tweak: impl FnOnce(&mut cuzk::EngineConfig)) -> Daemon {
     let cfg = DaemonConfig {
@@ -39,7 +40,7 @@ fn url(d: &Daemon) -> String {
     format!("http://{addr}")
 }
 
-async fn clients(d: &Daemon) -> (ProvingEngineClient<Channel>, EngineClient<Channel>) {
+async fn clients(d: &Daemon) -> (ProvingEngineClient<Conn>, EngineClient<Conn>) {
     let ch = cuzk::client::connect(&url(d)).await.unwrap();
     (cuzk::client::v1(ch.clone()), cuzk::client::ext(ch))
 }

@@ -1,9 +1,15 @@
 //! Optional shared-secret authentication of every gRPC call (`[daemon]
-//! auth_token_file`): the call must carry `authorization: Bearer <secret>`.
+//! auth_token_file`): the call must carry `authorization: Bearer <secret>`; and the
+//! optional TLS of a TCP listener (`tls_cert_file`, `tls_key_file`, and for mutual
+//! TLS `tls_client_ca_file`), through tonic's rustls.
 
 use std::sync::Arc;
 
-use tonic::{service::Interceptor, Request, Status};
+use tonic::{
+    service::Interceptor,
+    transport::{Certificate, Identity, ServerTlsConfig},
+    Request, Status,
+};
 
 use super::DaemonConfig;
 
@@ -28,6 +34,39 @@ impl Auth {
 
     pub(super) fn enabled(&self) -> bool {
         self.0.is_some()
+    }
+}
+
+/// The TLS configuration the `[daemon]` section names, `None` for plain text.
+/// Files are read here; their PEM contents are parsed when the server is built.
+pub(super) fn tls_config(cfg: &DaemonConfig) -> Result<Option<ServerTlsConfig>, String> {
+    let read = |key: &str, path: &str| -> Result<Vec<u8>, String> {
+        let pem = std::fs::read(path).map_err(|e| format!("{key} {path}: {e}"))?;
+        if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
+            return Err(format!("{key} {path}: not a PEM file (no -----BEGIN line)"));
+        }
+        Ok(pem)
+    };
+    match (cfg.tls_cert_file.is_empty(), cfg.tls_key_file.is_empty()) {
+        (true, true) => {
+            if !cfg.tls_client_ca_file.is_empty() {
+                return Err("tls_client_ca_file is set without tls_cert_file and tls_key_file".into());
+            }
+            Ok(None)
+        }
+        (false, true) => Err("tls_cert_file is set without tls_key_file".into()),
+        (true, false) => Err("tls_key_file is set without tls_cert_file".into()),
+        (false, false) => {
+            let identity = Identity::from_pem(
+                read("tls_cert_file", &cfg.tls_cert_file)?,
+                read("tls_key_file", &cfg.tls_key_file)?,
+            );
+            let mut tls = ServerTlsConfig::new().identity(identity);
+            if !cfg.tls_client_ca_file.is_empty() {
+                tls = tls.client_ca_root(Certificate::from_pem(read("tls_client_ca_file", &cfg.tls_client_ca_file)?));
+            }
+            Ok(Some(tls))
+        }
     }
 }
 

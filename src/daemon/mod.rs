@@ -95,6 +95,18 @@ impl Daemon {
         let max_input = cfg.max_message_bytes.0.min(engine_cfg.ingest.max_input_bytes.0);
         let max_input = usize::try_from(max_input).unwrap_or(usize::MAX);
         let auth = auth::Auth::from_config(&cfg).map_err(DaemonError::Config)?;
+        let tls = auth::tls_config(&cfg).map_err(DaemonError::Config)?;
+        if tls.is_some() && cfg.listen.starts_with("unix://") {
+            return Err(DaemonError::Config(
+                "tls_cert_file is set but listen is a unix socket: TLS applies to TCP listeners".into(),
+            ));
+        }
+        // The certificate and key are parsed here, so that a bad file stops the start.
+        if let Some(t) = &tls {
+            tonic::transport::Server::builder()
+                .tls_config(t.clone())
+                .map_err(|e| DaemonError::Config(format!("tls_cert_file / tls_key_file: {}", error_chain(&e))))?;
+        }
         let engine = Engine::start(engine_cfg)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -130,8 +142,11 @@ impl Daemon {
         } else {
             let l = bind(&cfg.listen)?;
             let a = l.local_addr().map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
-            if !a.ip().is_loopback() && !auth.enabled() {
-                warn!(listen = %a, "gRPC listens beyond loopback with no auth_token_file: any host that reaches it can submit, cancel and evict");
+            if !a.ip().is_loopback() && !auth.enabled() && cfg.tls_client_ca_file.is_empty() {
+                warn!(listen = %a, "gRPC listens beyond loopback with no auth_token_file and no tls_client_ca_file: any host that reaches it can submit, cancel and evict");
+            }
+            if !a.ip().is_loopback() && auth.enabled() && tls.is_none() {
+                warn!(listen = %a, "the auth token crosses the network in plain text: set tls_cert_file and tls_key_file");
             }
             (Either::Tcp(l), Listen::Tcp(a))
         };
@@ -161,7 +176,18 @@ impl Daemon {
                         }
                     }
                     use tonic::service::interceptor::InterceptedService;
-                    let server = tonic::transport::Server::builder()
+                    let mut builder = tonic::transport::Server::builder();
+                    if let Some(t) = tls {
+                        // Checked before the thread started.
+                        builder = match builder.tls_config(t) {
+                            Ok(b) => b,
+                            Err(e) => {
+                                warn!(error = %e, "TLS configuration failed");
+                                return;
+                            }
+                        };
+                    }
+                    let server = builder
                         .add_service(InterceptedService::new(
                             proto::proving_engine_server::ProvingEngineServer::from_arc(svc)
                                 .max_decoding_message_size(max)
@@ -308,4 +334,16 @@ pub fn run_until_signal(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<(
         return Err(DaemonError::NoDevice);
     }
     Ok(())
+}
+
+/// An error and its sources, "a: b: c" (tonic's transport errors say little alone).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
 }
