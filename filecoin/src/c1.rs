@@ -6,7 +6,6 @@
 //! - the Lotus/Curio wrapper `{"SectorNum", "Phase1Out" (base64 of that JSON),
 //!   "SectorSize"}`. It has no prover id, so the prover id is always a parameter.
 
-use base64::Engine as _;
 use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait, SectorShapeBase, SectorShapeSub8, SectorShapeTop2};
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use serde::{de::IgnoredAny, Deserialize};
@@ -52,13 +51,15 @@ impl ParsedC1 {
     }
 }
 
+/// The wrapper, its base64 borrowed from the input (a JSON string without escapes,
+/// as base64 is): the input is not copied before it is decoded.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Wrapper {
+struct Wrapper<'a> {
     #[serde(rename = "SectorNum")]
     sector_num: u64,
-    #[serde(rename = "Phase1Out")]
-    phase1_out: String,
+    #[serde(rename = "Phase1Out", borrow)]
+    phase1_out: std::borrow::Cow<'a, str>,
     #[serde(rename = "SectorSize")]
     sector_size: u64,
 }
@@ -103,9 +104,7 @@ pub fn parse_c1(bytes: &[u8], max_bytes: usize) -> Result<ParsedC1, PorepError> 
         Some("SectorNum" | "Phase1Out" | "SectorSize") => {
             let w: Wrapper = serde_json::from_slice(bytes)
                 .map_err(|source| PorepError::Json { what: "Lotus/Curio wrapper", source })?;
-            let inner = base64::engine::general_purpose::STANDARD.decode(w.phase1_out.trim())?;
-            let output: SealCommitPhase1Output = serde_json::from_slice(&inner)
-                .map_err(|source| PorepError::Json { what: "SealCommitPhase1Output (inside Phase1Out)", source })?;
+            let output = inner_output(w.phase1_out.trim().as_bytes())?;
             let inner_size = u64::from(output.registered_proof.sector_size());
             if inner_size != w.sector_size {
                 return Err(PorepError::SectorSizeMismatch {
@@ -124,6 +123,25 @@ pub fn parse_c1(bytes: &[u8], max_bytes: usize) -> Result<ParsedC1, PorepError> 
     };
     validate(&parsed)?;
     Ok(parsed)
+}
+
+/// The `SealCommitPhase1Output` inside a wrapper's base64, decoded as it is parsed:
+/// the decoded JSON (three quarters of the input's size) is never held whole.
+fn inner_output(b64: &[u8]) -> Result<SealCommitPhase1Output, PorepError> {
+    let decoder = base64::read::DecoderReader::new(b64, &base64::engine::general_purpose::STANDARD);
+    serde_json::from_reader(std::io::BufReader::with_capacity(64 << 10, decoder)).map_err(|source| {
+        // A base64 error reaches the parser as an I/O error wrapping it.
+        if source.is_io() {
+            let io = std::io::Error::from(source);
+            match io.into_inner().map(|e| e.downcast::<base64::DecodeError>()) {
+                Some(Ok(e)) => PorepError::Base64(*e),
+                Some(Err(e)) => PorepError::Circuit(format!("reading Phase1Out: {e}")),
+                None => PorepError::Circuit("reading Phase1Out failed".into()),
+            }
+        } else {
+            PorepError::Json { what: "SealCommitPhase1Output (inside Phase1Out)", source }
+        }
+    })
 }
 
 fn validate(c1: &ParsedC1) -> Result<(), PorepError> {

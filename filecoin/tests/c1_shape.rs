@@ -197,6 +197,33 @@ fn the_wrapper_format_is_checked_too() {
     assert!(matches!(&e, PorepError::PathLength { got: 1, want: 2, .. }), "{e}");
 }
 
+/// The wrapper's base64 is decoded as it is parsed: escaped JSON strings (`\/`, as
+/// some JSON writers emit, or `\uXXXX`) still parse; a bad character, bad padding or bad JSON
+/// inside each get their own error.
+#[test]
+fn the_wrapper_is_decoded_as_it_is_parsed() {
+    use base64::Engine as _;
+    let j = common::c1_json(PROOF, 1);
+    let wrap = |b64: &str| format!(r#"{{"SectorNum":1,"Phase1Out":"{b64}","SectorSize":2048}}"#).into_bytes();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&j);
+    let plain = parse_c1(&j, usize::MAX).unwrap();
+    let wrapped = parse_c1(&wrap(&b64), usize::MAX).unwrap();
+    assert_eq!(serde_json::to_vec(&wrapped.output).unwrap(), serde_json::to_vec(&plain.output).unwrap());
+    // A string with an escape (`\/`, `\u0041`) cannot be borrowed from the input; it
+    // is copied, then decoded the same way.
+    let escaped = format!("\\u{:04x}{}", b64.as_bytes()[0], &b64[1..]).replace('/', "\\/");
+    let escaped = parse_c1(&wrap(&escaped), usize::MAX).unwrap();
+    assert_eq!(serde_json::to_vec(&escaped.output).unwrap(), serde_json::to_vec(&plain.output).unwrap());
+
+    let mut bad_char = b64.clone();
+    bad_char.replace_range(100..101, "*");
+    assert!(matches!(refused(&wrap(&bad_char)), PorepError::Base64(_)));
+    assert!(matches!(refused(&wrap(&b64[..b64.len() - 1])), PorepError::Base64(_) | PorepError::Json { .. }));
+    let not_json = base64::engine::general_purpose::STANDARD.encode(b"{\"registered_proof\": 5");
+    let e = refused(&wrap(&not_json));
+    assert!(matches!(&e, PorepError::Json { what, .. } if what.contains("inside Phase1Out")), "{e}");
+}
+
 /// Vanilla proofs of another sector shape (a 32GiB variant in a 2KiB C1) are refused
 /// by shape, not by a failed conversion later.
 #[test]
