@@ -156,6 +156,8 @@ fn submit_await_cancel_status_metrics() {
         assert_eq!(s.queues.len(), 7);
         assert_eq!(s.loaded_srs.len(), 1);
         assert_eq!(s.loaded_srs[0].circuit_id, "porep-2k");
+        // The CPU backend has no devices to report health for.
+        assert!(s.devices.is_empty(), "{:?}", s.devices);
         let pre = c.preload_srs(PreloadSrsRequest { circuit_id: "porep-2k".into() }).await.unwrap().into_inner();
         assert!(pre.already_loaded);
         // Idle now: eviction returns the file's bytes to the budget.

@@ -81,6 +81,20 @@ pub(super) fn priority(p: i32) -> i32 {
 }
 
 /// The circuit id the Curio API uses for a proof type's parameters ("porep-32g").
+/// GetStatus's `devices`: the backend's devices and their health.
+fn device_health(devices: &[cuzk_gpu::DeviceStats]) -> Vec<proto::DeviceHealth> {
+    devices
+        .iter()
+        .map(|d| proto::DeviceHealth {
+            index: u32::try_from(d.device).unwrap_or(u32::MAX),
+            healthy: d.health == cuzk_gpu::DeviceHealth::Healthy,
+            retired_reason: d.retired_reason.clone().unwrap_or_default(),
+            partitions_moved: d.partitions_moved,
+            cuda_errors: d.cuda_errors,
+        })
+        .collect()
+}
+
 fn circuit_id(p: RegisteredSealProof) -> String {
     let size = match u64::from(p.sector_size()) {
         2048 => "2k".to_string(),
@@ -530,6 +544,7 @@ impl ProvingEngine for Service {
             uptime_seconds: self.started.elapsed().as_secs(),
             pinned_memory_bytes: snap.pinned.map_or(0, |p| p.in_use),
             pinned_memory_limit_bytes: snap.pinned.map_or(0, |p| p.capacity),
+            devices: device_health(&snap.devices),
         }))
     }
 
@@ -571,5 +586,30 @@ impl ProvingEngine for Service {
         let proof = proof_for_circuit_id(&request.into_inner().circuit_id)?;
         let freed = self.engine.params().evict(proof).map_err(Status::failed_precondition)?;
         Ok(Response::new(proto::EvictSrsResponse { was_loaded: freed.is_some(), freed_bytes: freed.unwrap_or(0) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A retired device shows as unhealthy with its reason; the others as healthy.
+    #[test]
+    fn get_status_reports_retired_devices() {
+        let healthy = cuzk_gpu::DeviceStats { device: 0, ..Default::default() };
+        let retired = cuzk_gpu::DeviceStats {
+            device: 1,
+            health: cuzk_gpu::DeviceHealth::Retired,
+            retired_reason: Some("an illegal memory access was encountered".into()),
+            partitions_moved: 2,
+            cuda_errors: 3,
+            ..Default::default()
+        };
+        let got = device_health(&[healthy, retired]);
+        assert_eq!(got.len(), 2);
+        assert!(got[0].healthy && got[0].retired_reason.is_empty() && got[0].index == 0);
+        assert!(!got[1].healthy && got[1].index == 1);
+        assert_eq!(got[1].retired_reason, "an illegal memory access was encountered");
+        assert_eq!((got[1].partitions_moved, got[1].cuda_errors), (2, 3));
     }
 }
