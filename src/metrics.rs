@@ -172,6 +172,21 @@ pub fn render(snap: &EngineSnapshot) -> String {
         family(&mut o, name, kind, help);
         let _ = writeln!(o, "{name} {v}");
     }
+    family(
+        &mut o,
+        "cuzk_job_duration_seconds",
+        "histogram",
+        "Submission to result of ended jobs, by kind and outcome (cancelled jobs are not timed).",
+    );
+    for l in &j.latency {
+        let labels = format!("kind=\"{}\",outcome=\"{}\"", l.kind, l.outcome);
+        for (n, le) in l.buckets.iter().zip(cuzk_actors::tracker::LATENCY_BUCKETS) {
+            let _ = writeln!(o, "cuzk_job_duration_seconds_bucket{{{labels},le=\"{le}\"}} {n}");
+        }
+        let _ = writeln!(o, "cuzk_job_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", l.count);
+        let _ = writeln!(o, "cuzk_job_duration_seconds_sum{{{labels}}} {}", l.sum_secs);
+        let _ = writeln!(o, "cuzk_job_duration_seconds_count{{{labels}}} {}", l.count);
+    }
     if let Some(r) = rss() {
         family(&mut o, "cuzk_process_resident_memory_bytes", "gauge", "This process's resident set size.");
         let _ = writeln!(o, "cuzk_process_resident_memory_bytes {r}");

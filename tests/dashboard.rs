@@ -156,6 +156,10 @@ fn dashboard_queries_only_exported_series() {
 
     let text = scrape(d.metrics.unwrap());
     assert!(text.contains("cuzk_jobs_succeeded_total 1"), "{text}");
+    // The job is timed under its kind; the other kinds and outcomes show at zero.
+    assert!(text.contains("cuzk_job_duration_seconds_count{kind=\"circuits\",outcome=\"succeeded\"} 1"), "{text}");
+    assert!(text.contains("cuzk_job_duration_seconds_bucket{kind=\"circuits\",outcome=\"succeeded\",le=\"+Inf\"} 1"));
+    assert!(text.contains("cuzk_job_duration_seconds_count{kind=\"porep\",outcome=\"failed\"} 0"), "{text}");
     let live = exported(&text);
     // What a CUDA backend adds: the same renderer, given a pinned pool and a device.
     let mut snap = d.engine().snapshot_blocking();

@@ -215,6 +215,7 @@ impl Engine {
             cancel: CancelToken::default(),
             submitted: Instant::now(),
             fault: spec.fault,
+            kind: spec.input.kind(),
         };
         // Circuit jobs know their shape now; PoRep jobs learn it in Ingest.
         if let (Some(srs), Some(n)) = (&spec.srs, spec.partitions) {

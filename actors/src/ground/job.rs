@@ -197,6 +197,20 @@ pub enum JobInput {
     PoRep(PorepInput),
 }
 
+impl JobInput {
+    /// Every value of [`JobInput::kind`], for metrics that list each kind from the
+    /// start.
+    pub const KINDS: [&'static str; 2] = ["circuits", "porep"];
+
+    /// The `kind` label of the job metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JobInput::Circuits(_) => "circuits",
+            JobInput::PoRep(_) => "porep",
+        }
+    }
+}
+
 /// The C1 output of one sector and the ids the proof is bound to.
 pub struct PorepInput {
     /// filecoin-proofs-api `SealCommitPhase1Output` JSON or the Lotus/Curio wrapper,
@@ -348,6 +362,8 @@ pub struct JobContext {
     pub cancel: CancelToken,
     pub submitted: Instant,
     pub fault: Option<Fault>,
+    /// What the job proves, for per-kind metrics: [`JobInput::kind`].
+    pub kind: &'static str,
 }
 
 impl JobContext {

@@ -39,6 +39,42 @@ pub struct JobCounts {
     pub failed: u64,
     pub cancelled: u64,
     pub in_flight: u64,
+    /// Submission-to-result time of ended jobs, per kind and outcome (every kind
+    /// and outcome listed from the start, at zero).
+    pub latency: Vec<JobLatency>,
+}
+
+/// Upper bounds, in seconds, of the job latency histogram's buckets: from a 2KiB
+/// proof (tenths of a second) to a 64GiB sector's ten partitions on a busy host.
+pub const LATENCY_BUCKETS: [f64; 14] =
+    [0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0];
+
+/// The latency histogram of one job kind and outcome ("succeeded" or "failed";
+/// cancelled jobs are not timed).
+#[derive(Clone, Debug, Serialize)]
+pub struct JobLatency {
+    pub kind: &'static str,
+    pub outcome: &'static str,
+    /// Jobs that took at most each bound of [`LATENCY_BUCKETS`] (cumulative).
+    pub buckets: [u64; LATENCY_BUCKETS.len()],
+    pub count: u64,
+    pub sum_secs: f64,
+}
+
+impl JobLatency {
+    fn new(kind: &'static str, outcome: &'static str) -> Self {
+        JobLatency { kind, outcome, buckets: [0; LATENCY_BUCKETS.len()], count: 0, sum_secs: 0.0 }
+    }
+
+    fn observe(&mut self, secs: f64) {
+        for (b, le) in self.buckets.iter_mut().zip(LATENCY_BUCKETS) {
+            if secs <= le {
+                *b += 1;
+            }
+        }
+        self.count += 1;
+        self.sum_secs += secs;
+    }
 }
 
 /// Tracks jobs; see the module docs.
@@ -52,7 +88,12 @@ pub struct JobTracker {
 impl JobTracker {
     /// An empty tracker.
     pub fn new() -> Self {
-        JobTracker { jobs: HashMap::new(), stages: Vec::new(), counts: JobCounts::default(), timeline: None }
+        let latency = crate::ground::JobInput::KINDS
+            .iter()
+            .flat_map(|k| ["succeeded", "failed"].map(|o| JobLatency::new(k, o)))
+            .collect();
+        let counts = JobCounts { latency, ..JobCounts::default() };
+        JobTracker { jobs: HashMap::new(), stages: Vec::new(), counts, timeline: None }
     }
 
     /// Records every job's span (submission to result) on `timeline`.
@@ -72,10 +113,30 @@ impl JobTracker {
         if let Some(t) = &self.timeline {
             t.record_job(id.seq, e.ctx.submitted, result.is_ok());
         }
-        match &result {
-            Ok(_) => self.counts.succeeded += 1,
-            Err(JobError::Cancelled) => self.counts.cancelled += 1,
-            Err(_) => self.counts.failed += 1,
+        let outcome = match &result {
+            Ok(_) => {
+                self.counts.succeeded += 1;
+                Some("succeeded")
+            }
+            Err(JobError::Cancelled) => {
+                self.counts.cancelled += 1;
+                None
+            }
+            Err(_) => {
+                self.counts.failed += 1;
+                Some("failed")
+            }
+        };
+        if let Some(outcome) = outcome {
+            let secs = e.ctx.submitted.elapsed().as_secs_f64();
+            match self.counts.latency.iter_mut().find(|l| l.kind == e.ctx.kind && l.outcome == outcome) {
+                Some(l) => l.observe(secs),
+                None => {
+                    let mut l = JobLatency::new(e.ctx.kind, outcome);
+                    l.observe(secs);
+                    self.counts.latency.push(l);
+                }
+            }
         }
         match &result {
             Ok(o) => info!(
@@ -266,5 +327,26 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
                 act.finish(id, result);
             }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Buckets are cumulative, as Prometheus reads them.
+    #[test]
+    fn latency_buckets_are_cumulative() {
+        let mut l = JobLatency::new("porep", "succeeded");
+        for secs in [0.1, 0.3, 0.3, 7.0, 5000.0] {
+            l.observe(secs);
+        }
+        assert_eq!(l.buckets[0], 1); // <= 0.25
+        assert_eq!(l.buckets[1], 3); // <= 0.5
+        assert_eq!(l.buckets[4], 3); // <= 5
+        assert_eq!(l.buckets[5], 4); // <= 10: 7.0 too
+        assert_eq!(*l.buckets.last().unwrap(), 4); // 5000 s is only in +Inf
+        assert_eq!(l.count, 5);
+        assert!((l.sum_secs - 5007.7).abs() < 1e-9);
     }
 }
