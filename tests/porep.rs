@@ -376,3 +376,28 @@ fn wrong_values_never_yield_a_proof_by_default() {
     assert!(verify(&f, f.sector_id, &ok.wait_blocking().unwrap().proof_bytes()));
     engine.shutdown();
 }
+
+/// A shape-only C1 (`cuzk gen-c1 --shape-only`) is proved like a real one, but its
+/// proof never verifies: with verification on (the default) the job fails at Verify;
+/// with it off a proof comes back and `verify_seal` rejects it.
+#[test]
+fn shape_only_c1_proofs_never_verify() {
+    let dir = param_cache();
+    let f = fil::shape_only_fixture(PROOF, 5).unwrap();
+    let engine = engine_with(|c| c.ingest.param_cache = dir.clone());
+    let job = JobSpec::porep_c1(f.wrapper_json.clone(), f.prover_id, f.sector_id);
+    let e = engine.submit_blocking(job).unwrap().wait_blocking().unwrap_err();
+    assert_eq!(e.stage(), Some(StageName::Verify), "{e}");
+    assert!(e.to_string().contains("does not verify"), "{e}");
+    engine.shutdown();
+
+    let engine = engine_with(|c| {
+        c.ingest.param_cache = dir.clone();
+        c.verify.enabled = false;
+    });
+    let out = engine.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id)).unwrap();
+    let proof = out.wait_blocking().unwrap().proof_bytes();
+    assert_eq!(proof.len(), 192);
+    assert!(!verify(&f, f.sector_id, &proof));
+    engine.shutdown();
+}

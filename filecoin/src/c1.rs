@@ -198,8 +198,8 @@ fn check_vanilla(o: &SealCommitPhase1Output) -> Result<(), PorepError> {
 /// A Merkle tree's shape, as its proofs' paths have it: the arity of each level
 /// from the leaves up, and which of filecoin's proof kinds (one tree, or base trees
 /// under a sub tree, or under a top tree too) it gives.
-struct TreeShape {
-    arities: Vec<usize>,
+pub(crate) struct TreeShape {
+    pub(crate) arities: Vec<usize>,
     kind: &'static str,
     /// What `MerkleProofTrait::len` says for a proof of that kind.
     len: usize,
@@ -231,20 +231,20 @@ struct At {
 }
 
 /// What a valid vanilla proof of the registered proof has.
-struct Expected {
-    challenges: usize,
-    layers: usize,
-    drg_parents: usize,
-    exp_parents: usize,
+pub(crate) struct Expected {
+    pub(crate) challenges: usize,
+    pub(crate) layers: usize,
+    pub(crate) drg_parents: usize,
+    pub(crate) exp_parents: usize,
     /// Tree D: binary SHA-256 over the sector's nodes.
-    tree_d: TreeShape,
+    pub(crate) tree_d: TreeShape,
     /// Trees R (`comm_r_last`) and C (`comm_c`): Poseidon, of the sector shape.
-    tree_rc: TreeShape,
+    pub(crate) tree_rc: TreeShape,
 }
 
 impl Expected {
     /// From `proof`'s public parameters for sector shape `Tree`.
-    fn of<Tree: 'static + MerkleTreeTrait>(proof: RegisteredSealProof) -> Result<Self, PorepError> {
+    pub(crate) fn of<Tree: 'static + MerkleTreeTrait>(proof: RegisteredSealProof) -> Result<Self, PorepError> {
         let params = vanilla_params::<Tree>(proof)?;
         let nodes = params.graph.size();
         Ok(Expected {

@@ -70,29 +70,37 @@ pub fn generate_c1(proof: RegisteredSealProof, seed: u64, work_dir: &Path) -> Re
     let pc1 =
         seal::seal_pre_commit_phase1(proof, &cache, &staged, &sealed, prover_id, sid, ticket, &pieces).map_err(err)?;
     let pc2 = seal::seal_pre_commit_phase2(pc1, &cache, &sealed).map_err(err)?;
-    let (comm_r, comm_d) = (pc2.comm_r, pc2.comm_d);
     if proof.feature_enabled(storage_proofs_core::api_version::ApiFeature::SyntheticPoRep) {
         // Synthetic PoRep (API v1.2): the synthetic challenges' proofs are generated
         // after pre-commit; commit phase 1 then selects its challenges from them.
         seal::generate_synth_proofs(&cache, &sealed, prover_id, sid, ticket, pc2.clone(), &pieces).map_err(err)?;
     }
     let c1 = seal::seal_commit_phase1(&cache, &sealed, prover_id, sid, ticket, seed_c, pc2, &pieces).map_err(err)?;
+    fixture(c1, miner_id, sector_id)
+}
+
+/// The fixture of C1 output `c1`, sealed for `miner_id` and `sector_id`.
+pub(crate) fn fixture(
+    c1: filecoin_proofs_api::seal::SealCommitPhase1Output,
+    miner_id: u64,
+    sector_id: u64,
+) -> Result<C1Fixture, PorepError> {
     let c1_json = serde_json::to_vec(&c1).map_err(|e| PorepError::Circuit(e.to_string()))?;
     let wrapper_json = serde_json::to_vec(&serde_json::json!({
         "SectorNum": sector_id,
         "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&c1_json),
-        "SectorSize": sector_size,
+        "SectorSize": u64::from(c1.registered_proof.sector_size()),
     }))
     .map_err(|e| PorepError::Circuit(e.to_string()))?;
     Ok(C1Fixture {
-        registered_proof: proof,
+        registered_proof: c1.registered_proof,
         miner_id,
-        prover_id,
+        prover_id: prover_id_from_actor(miner_id),
         sector_id,
-        ticket,
-        seed: seed_c,
-        comm_r,
-        comm_d,
+        ticket: c1.ticket,
+        seed: c1.seed,
+        comm_r: c1.comm_r,
+        comm_d: c1.comm_d,
         c1_json,
         wrapper_json,
     })

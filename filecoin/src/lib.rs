@@ -23,6 +23,7 @@ pub mod fixture;
 pub mod params;
 pub mod porep;
 pub mod registry;
+pub mod shape_only;
 pub mod verify;
 
 pub use aggregate::{
@@ -37,4 +38,5 @@ pub use registry::{
     is_non_interactive, proof_for_sector_size, proof_from_number, proof_number, prover_id_from_actor,
     RegisteredSealProof,
 };
+pub use shape_only::{shape_only_c1, shape_only_fixture};
 pub use verify::verify_seal;

@@ -1,5 +1,7 @@
 //! `cuzk gen-c1`: seals random data with filecoin-proofs and writes its C1 output
-//! (plain and in the Lotus/Curio wrapper) with a meta.json, for tests and benchmarks.
+//! (plain and in the Lotus/Curio wrapper) with a meta.json, for tests and benchmarks;
+//! or, with `--shape-only`, a C1 of the real structure with fabricated values, made
+//! in seconds at any size (its proofs never verify).
 
 use std::{path::PathBuf, process::ExitCode, time::Instant};
 
@@ -23,6 +25,13 @@ pub struct GenC1Args {
     /// Output directory.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// Test and benchmark input only: no sealing; a C1 with exactly the structure of
+    /// a real one of that proof type (partitions, challenges, Merkle paths, columns,
+    /// parents) and fabricated values, so its real circuits are synthesized and proved
+    /// at full size (32GiB: seconds instead of hours of sealing). Proofs made from it
+    /// NEVER verify: prove it with `[verify] enabled = false`.
+    #[arg(long)]
+    shape_only: bool,
 }
 
 /// A C1 output for tests and benchmarks: seals random data with filecoin-proofs.
@@ -33,10 +42,15 @@ pub fn run(a: GenC1Args) -> Result<ExitCode> {
         None => fil::proof_for_sector_size(&a.sector_size).map_err(anyhow::Error::msg)?,
     };
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let pb = progress(None, &format!("sealing a {} sector", a.sector_size));
     let t = Instant::now();
-    let f = fil::generate_c1(proof, a.seed, &a.out.join("work"))?;
-    pb.finish_and_clear();
+    let f = if a.shape_only {
+        fil::shape_only_fixture(proof, a.seed)?
+    } else {
+        let pb = progress(None, &format!("sealing a {} sector", a.sector_size));
+        let f = fil::generate_c1(proof, a.seed, &a.out.join("work"))?;
+        pb.finish_and_clear();
+        f
+    };
     std::fs::write(a.out.join("c1.json"), &f.c1_json)?;
     std::fs::write(a.out.join("c1-wrapper.json"), &f.wrapper_json)?;
     let meta = serde_json::json!({
@@ -48,6 +62,8 @@ pub fn run(a: GenC1Args) -> Result<ExitCode> {
         "seed": hex(&f.seed),
         "comm_r": hex(&f.comm_r),
         "comm_d": hex(&f.comm_d),
+        // Read by tools: proofs of a shape-only C1 never verify.
+        "shape_only": a.shape_only,
     });
     std::fs::write(a.out.join("meta.json"), serde_json::to_vec_pretty(&meta)?)?;
     let _ = std::fs::remove_dir_all(a.out.join("work"));
@@ -58,6 +74,14 @@ pub fn run(a: GenC1Args) -> Result<ExitCode> {
         f.sector_id,
         t.elapsed().as_secs_f64()
     );
+    if a.shape_only {
+        println!(
+            "SHAPE-ONLY C1 ({:?}, {:.1} MB): the real structure with fabricated values, for benchmarks; \
+             proofs made from it never verify (prove with [verify] enabled = false)",
+            f.registered_proof,
+            f.c1_json.len() as f64 / 1e6
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -143,6 +143,17 @@ fn prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
     }
     let cache = engine_cfg.ingest.param_cache_dir();
     let c1 = std::fs::read(c1_path).with_context(|| format!("reading {}", c1_path.display()))?;
+    // `cuzk gen-c1 --shape-only` marks its meta.json: say that these proofs cannot verify.
+    let meta = c1_path.with_file_name("meta.json");
+    if let Some(v) = std::fs::read(&meta).ok().and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()) {
+        if v["shape_only"] == serde_json::Value::Bool(true) {
+            println!(
+                "SHAPE-ONLY C1 ({}): a benchmark input; its proofs never verify (with [verify] enabled, every job \
+                 fails at Verify)",
+                meta.display()
+            );
+        }
+    }
     // filecoin-proofs finds parameters and verifying keys through this variable.
     std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &cache);
     if a.count == 0 {
