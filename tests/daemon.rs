@@ -125,6 +125,23 @@ fn submit_await_cancel_status_metrics() {
         c.cancel_proof(CancelProofRequest { job_id: job_b.clone() }).await.unwrap();
         let r = c.await_proof(AwaitProofRequest { job_id: job_b, timeout_ms: 0 }).await.unwrap().into_inner();
         assert_eq!(r.status, JobStatus::Cancelled as i32);
+        // Four submissions of one new request id racing each other make one job.
+        let mut race = porep_request(&f, f.c1_json.clone());
+        race.request_id = "req-race".into();
+        let tasks: Vec<_> = (0..4)
+            .map(|_| {
+                let (mut c, race) = (c.clone(), race.clone());
+                tokio::spawn(async move { c.submit_proof(race).await.unwrap().into_inner().job_id })
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for t in tasks {
+            ids.push(t.await.unwrap());
+        }
+        assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
+        c.cancel_proof(CancelProofRequest { job_id: ids[0].clone() }).await.unwrap();
+        let r = c.await_proof(AwaitProofRequest { job_id: ids[0].clone(), timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.status, JobStatus::Cancelled as i32);
         // Its partitions may still hold the parameters for a moment after it ended.
         while c.get_status(GetStatusRequest {}).await.unwrap().into_inner().loaded_srs.iter().any(|l| l.ref_count > 0) {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -168,9 +185,10 @@ fn submit_await_cancel_status_metrics() {
         assert!(!pre.already_loaded, "loaded again after eviction");
         let text = c.get_metrics(GetMetricsRequest {}).await.unwrap().into_inner().prometheus_text;
         let m = parse_metrics(&text);
-        assert_eq!(m["cuzk_jobs_submitted_total"], 3.0);
+        // Four jobs: the racing submissions made one.
+        assert_eq!(m["cuzk_jobs_submitted_total"], 4.0);
         assert_eq!(m["cuzk_jobs_succeeded_total"], 1.0);
-        assert_eq!(m["cuzk_jobs_cancelled_total"], 2.0);
+        assert_eq!(m["cuzk_jobs_cancelled_total"], 3.0);
         assert!(m["cuzk_stage_busy_seconds_total{stage=\"synthesize\"}"] > 0.0);
         let q = |name: &str, stage: &str| m[&format!("cuzk_stage_{name}{{stage=\"{stage}\"}}")];
         assert!(q("queue_pushed_total", "synthesize") >= 1.0);
@@ -193,7 +211,7 @@ fn submit_await_cancel_status_metrics() {
         let mut body = String::new();
         s.read_to_string(&mut body).await.unwrap();
         assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
-        assert!(body.contains("cuzk_jobs_submitted_total 3"), "{body}");
+        assert!(body.contains("cuzk_jobs_submitted_total 4"), "{body}");
     });
     d.shutdown();
 }

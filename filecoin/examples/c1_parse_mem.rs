@@ -5,6 +5,8 @@
 //! `cargo run --release -p cuzk-filecoin --example c1_parse_mem -- <c1.json>`
 //! (the plain JSON `cuzk gen-c1` writes; the wrapper is made from it in memory).
 
+#![deny(unsafe_code)]
+
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     sync::atomic::{AtomicUsize, Ordering::Relaxed},

@@ -41,8 +41,11 @@ pub(super) struct Service {
     pub(super) engine: Engine,
     jobs: Mutex<HashMap<String, Job>>,
     by_request: Mutex<HashMap<String, String>>,
-    /// Held from the request-id check to the registration of the new job.
-    dedup: tokio::sync::Mutex<()>,
+    /// Request ids being submitted now, each with its own lock, held from the
+    /// request-id check to the registration of the new job: a retry racing the
+    /// original waits for it; other submissions (a submit held by backpressure
+    /// included) do not wait for each other.
+    submitting: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
     max_input: usize,
     retention: Duration,
     started: Instant,
@@ -56,6 +59,32 @@ pub(super) struct Service {
 
 /// Longest request id accepted (Curio's are UUIDs or task ids).
 const MAX_REQUEST_ID: usize = 256;
+
+/// One submission's place among those of its request id; leaves the map when the
+/// last of them ends (or is dropped: a client that went away).
+struct Submitting {
+    map: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    id: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Submitting {
+    fn enter(map: &Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>, id: &str) -> Self {
+        let lock = lock(map).entry(id.to_string()).or_default().clone();
+        Submitting { map: map.clone(), id: id.to_string(), lock }
+    }
+}
+
+impl Drop for Submitting {
+    fn drop(&mut self) {
+        // Clones are made only under the map's lock: two references (the map's and
+        // this one) mean nobody else is submitting this id.
+        let mut m = lock(&self.map);
+        if Arc::strong_count(&self.lock) == 2 && m.get(&self.id).is_some_and(|l| Arc::ptr_eq(l, &self.lock)) {
+            m.remove(&self.id);
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -198,7 +227,7 @@ impl Service {
             engine,
             jobs: Mutex::new(HashMap::new()),
             by_request: Mutex::new(by_request.into_iter().map(|(k, (id, _))| (k, id)).collect()),
-            dedup: tokio::sync::Mutex::new(()),
+            submitting: Arc::default(),
             max_input,
             retention: Duration::from_secs(cfg.job_retention_secs),
             started: Instant::now(),
@@ -353,9 +382,10 @@ impl Service {
             Status::invalid_argument(format!("miner {} sector {}: {e}", req.miner_id, req.sector_number))
         })?;
         let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
-        // Serialize submissions that carry a request id, so that a retry racing the
+        // Serialize submissions of one request id, so that a retry racing the
         // original cannot create a second job.
-        let _dedup = self.dedup.lock().await;
+        let slot = Submitting::enter(&self.submitting, &request_id);
+        let _turn = slot.lock.lock().await;
         if let Some(id) = self.existing(&request_id, &key)? {
             return Ok(id);
         }
@@ -592,6 +622,26 @@ impl ProvingEngine for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Submissions of one request id share a lock; of different ids they do not; the
+    /// map forgets an id when its last submission ends.
+    #[test]
+    fn submissions_wait_only_for_their_own_request_id() {
+        let map = Arc::default();
+        let a1 = Submitting::enter(&map, "a");
+        let a2 = Submitting::enter(&map, "a");
+        let b = Submitting::enter(&map, "b");
+        assert!(Arc::ptr_eq(&a1.lock, &a2.lock));
+        assert!(!Arc::ptr_eq(&a1.lock, &b.lock));
+        let held = a1.lock.try_lock().unwrap();
+        assert!(a2.lock.try_lock().is_err(), "a retry of `a` waits for it");
+        assert!(b.lock.try_lock().is_ok(), "`b` does not wait for `a`");
+        drop(held);
+        drop(a1);
+        assert_eq!(lock(&map).len(), 2, "`a` is still being submitted by a2");
+        drop((a2, b));
+        assert!(lock(&map).is_empty());
+    }
 
     /// A retired device shows as unhealthy with its reason; the others as healthy.
     #[test]
