@@ -45,7 +45,7 @@ pub(super) struct Service {
     /// request-id check to the registration of the new job: a retry racing the
     /// original waits for it; other submissions (a submit held by backpressure
     /// included) do not wait for each other.
-    submitting: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    submitting: Arc<SubmitLocks>,
     max_input: usize,
     retention: Duration,
     started: Instant,
@@ -60,16 +60,19 @@ pub(super) struct Service {
 /// Longest request id accepted (Curio's are UUIDs or task ids).
 const MAX_REQUEST_ID: usize = 256;
 
+/// The lock of each request id being submitted now.
+type SubmitLocks = Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+
 /// One submission's place among those of its request id; leaves the map when the
 /// last of them ends (or is dropped: a client that went away).
 struct Submitting {
-    map: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    map: Arc<SubmitLocks>,
     id: String,
     lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Submitting {
-    fn enter(map: &Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>, id: &str) -> Self {
+    fn enter(map: &Arc<SubmitLocks>, id: &str) -> Self {
         let lock = lock(map).entry(id.to_string()).or_default().clone();
         Submitting { map: map.clone(), id: id.to_string(), lock }
     }
