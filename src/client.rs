@@ -116,13 +116,16 @@ pub async fn connect_with(addr: &str, access: &Access) -> Result<Conn> {
         }
         ep = ep.tls_config(cfg).with_context(|| format!("TLS settings for {url}"))?;
     }
-    let ch = ep.connect().await.map_err(|e| anyhow::anyhow!("cannot connect to the daemon at {url}: {}", chain(&e)))?;
+    let ch = ep
+        .connect()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to the daemon at {url}: {}", error_chain(&e)))?;
     Ok(InterceptedService::new(ch, bearer))
 }
 
 /// An error and its sources on one line (tonic's transport errors say little alone),
 /// a source that repeats the text before it left out.
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(c) = src {

@@ -103,9 +103,9 @@ impl Daemon {
         }
         // The certificate and key are parsed here, so that a bad file stops the start.
         if let Some(t) = &tls {
-            tonic::transport::Server::builder()
-                .tls_config(t.clone())
-                .map_err(|e| DaemonError::Config(format!("tls_cert_file / tls_key_file: {}", error_chain(&e))))?;
+            tonic::transport::Server::builder().tls_config(t.clone()).map_err(|e| {
+                DaemonError::Config(format!("tls_cert_file / tls_key_file: {}", crate::client::error_chain(&e)))
+            })?;
         }
         let engine = Engine::start(engine_cfg)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -334,16 +334,4 @@ pub fn run_until_signal(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<(
         return Err(DaemonError::NoDevice);
     }
     Ok(())
-}
-
-/// An error and its sources, "a: b: c" (tonic's transport errors say little alone).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
