@@ -15,7 +15,8 @@
 #   "multi" (MULTI="22:30": the synthetic stream on device 0 only, then on all devices;
 #   MULTI_CONFIGS="0:1 all:1" as devices:stage_pcie-workers entries),
 #   "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
-#   and "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
+#   "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
+#   and "full" (32GiB/64GiB shape-only C1s against in-memory timing parameters, below)
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/cuzk-out}
@@ -147,6 +148,44 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 --param-cache "$FP" --count "${POREP_COUNT:-20}" --warmup "${POREP_WARMUP:-0}" --seed 1 ${POREP_VERIFY---verify} > "$L" 2>&1
             say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^warm-up|^cuzk|^stage busy|^ops|^pinned|^wall|^verify' "$L" | tr '\n' ' ')"
         done
+    done
+fi
+
+if [[ " $PHASES " == *" full "* ]]; then
+    # Full-size PoRep (32GiB/64GiB) without sealing or a parameter file: a shape-only
+    # C1 (the real circuit at its real size, fabricated values) proved against TEST-ONLY
+    # timing parameters generated in memory (`prove --timing-params`: Verify off, its
+    # proofs never verify). FULL_SIZES="32GiB", FULL_COUNT=2, FULL_EXTRA (config lines,
+    # e.g. '[synthesize]\nworkers = 2\n'). Samples the process's peak RSS (VmHWM) and
+    # NVML's utilization and memory every 500 ms.
+    for SZ in ${FULL_SIZES:-32GiB}; do
+        C1=/tmp/cuzk-c1-shape-$SZ
+        if [ ! -f "$C1/meta.json" ]; then
+            t=$(date +%s)
+            "$D/cuzk" gen-c1 --shape-only --sector-size "$SZ" --seed 1 --out "$C1" > "$OUT/full-c1-$SZ.log" 2>&1
+            say "gen-c1 --shape-only $SZ rc=$? ($(( $(date +%s) - t )) s)"
+        fi
+        PID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
+        SID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
+        CFG=$OUT/full-$SZ.toml
+        # No saved recording: at 32GiB it would be a ~25 GB file on a 64 GiB disk.
+        printf "[backend]\nkind = \"gpu\"\n${FULL_EXTRA:-[synthesize]\nsave_recordings = false\n}" > "$CFG"
+        L="$OUT/full-$SZ.log"
+        nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 500 \
+            > "$OUT/full-$SZ-nvml.csv" 2>/dev/null &
+        SMI=$!
+        t=$(date +%s)
+        RUST_LOG=${FULL_LOG:-info} timeout "${FULL_TIMEOUT:-3000}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" \
+            --prover-id "$PID" --sector-id "$SID" --timing-params --count "${FULL_COUNT:-2}" --seed 1 > "$L" 2>&1 &
+        P=$!
+        while kill -0 $P 2>/dev/null; do
+            echo "$(( $(date +%s) - t )) $(grep -E 'VmHWM|VmRSS' /proc/$P/status 2>/dev/null | tr -s ' \n' ' ') $(free -g | awk '/Mem:/{print "used_g", $3, "avail_g", $7}')" >> "$OUT/full-$SZ-mem.txt"
+            sleep 0.5
+        done
+        wait $P; rc=$?
+        kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
+        say "full $SZ x${FULL_COUNT:-2} rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^TIMING|^cuzk|^stage busy|^ops|^pinned|^wall' "$L" | tr '\n' ' ')"
+        say "full $SZ peak: $(tail -2 "$OUT/full-$SZ-mem.txt" | head -1); VRAM max $(cut -d, -f4 "$OUT/full-$SZ-nvml.csv" | sort -n | tail -1)"
     done
 fi
 

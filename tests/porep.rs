@@ -72,6 +72,9 @@ fn check_circuit_size(f: &C1Fixture, want: (usize, usize)) -> cuzk::synth::Circu
         bench.num_inputs()
     );
     assert_eq!((bench.num_constraints(), bench.num_inputs()), want, "{proof:?} circuit size (bellperson BenchCS)");
+    // What timing parameters are made from: the blank circuit's shape, no witness.
+    let blank = cuzk::synth::shape_of(fil::blank_circuit(proof).unwrap()).unwrap();
+    assert_eq!(blank, shapes[0], "{proof:?}: shape_of(blank circuit) differs from a real partition's synthesis");
     for s in &shapes {
         // BenchCS counts ONE among the inputs, as we do; the prover adds an
         // `input * 0 = 0` constraint per input.
@@ -401,4 +404,35 @@ fn shape_only_c1_proofs_never_verify() {
     assert_eq!(proof.len(), 192);
     assert!(!verify(&f, f.sector_id, &proof));
     engine.shutdown();
+}
+
+/// The full-size benchmark's recipe at 2KiB: a shape-only C1 proved against timing
+/// parameters generated in memory from the blank circuit's shape (no file in the
+/// cache). Synthesize checks every size against them, so a wrong length would fail the
+/// job; the proofs come out and never verify.
+#[test]
+fn timing_parameters_in_memory_prove_and_never_verify() {
+    let _ = param_cache();
+    let f = fil::shape_only_fixture(PROOF, 6).unwrap();
+    let shape = cuzk::synth::shape_of(fil::blank_circuit(PROOF).unwrap()).unwrap();
+    let key = std::sync::Arc::new(cuzk::srs::generate_timing(&shape, 3));
+    let empty = tempfile::tempdir().unwrap();
+    for verify_stage in [true, false] {
+        let engine = engine_with(|c| {
+            c.ingest.param_cache = empty.path().to_path_buf();
+            c.verify.enabled = verify_stage;
+        });
+        engine.params().insert(PROOF, key.clone()).unwrap();
+        let job = JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id);
+        let r = engine.submit_blocking(job).unwrap().wait_blocking();
+        if verify_stage {
+            let e = r.unwrap_err();
+            assert_eq!(e.stage(), Some(StageName::Verify), "{e}");
+        } else {
+            let proof = r.unwrap().proof_bytes();
+            assert_eq!(proof.len(), 192 * usize::from(PROOF.partitions()));
+            assert!(!verify(&f, f.sector_id, &proof), "a proof from timing parameters must never verify");
+        }
+        engine.shutdown();
+    }
 }

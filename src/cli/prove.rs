@@ -64,6 +64,12 @@ pub struct ProveArgs {
     /// Verify every proof; exit non-zero unless all verify.
     #[arg(long)]
     verify: bool,
+    /// With --c1: prove against TEST-ONLY timing parameters generated in memory for
+    /// the C1's proof type (`srs gen --timing`, without the file), with the Verify
+    /// stage off: times a full-size sector (with a `gen-c1 --shape-only` C1) on a host
+    /// without room for its parameter file. Its proofs never verify.
+    #[arg(long, requires = "c1", conflicts_with_all = ["baseline", "verify"])]
+    timing_params: bool,
 }
 
 pub fn run(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
@@ -160,10 +166,18 @@ fn prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
         bail!("--count must be at least 1");
     }
     let sector = Sector { c1, prover_id, sector_id };
+    let timing = if a.timing_params {
+        let proof = cuzk::filecoin::parse_c1(&sector.c1, usize::MAX)?.registered_proof();
+        // Nothing could verify against them: the Verify stage would fail every job.
+        engine_cfg.verify.enabled = false;
+        Some((proof, std::sync::Arc::new(super::srs::porep_timing_key(proof, a.seed.unwrap_or_else(rand::random))?)))
+    } else {
+        None
+    };
     let mut run = if a.baseline {
         baseline(&sector, a.count, a.warmup)?
     } else {
-        pipeline(engine_cfg, &sector, a.count, a.warmup, a.seed)?
+        pipeline(engine_cfg, &sector, a.count, a.warmup, a.seed, timing)?
     };
     report_times(run.start, &mut run.done);
     let proof: Vec<u8> = run.proofs.concat();
@@ -221,9 +235,16 @@ fn pipeline(
     count: usize,
     warmup: usize,
     seed: Option<u64>,
+    timing: Option<(cuzk::filecoin::RegisteredSealProof, std::sync::Arc<cuzk::ProvingKey>)>,
 ) -> Result<C1Run> {
     let w = Instant::now();
     let engine = Engine::start(engine_cfg)?;
+    if let Some((proof, key)) = timing {
+        if let Err(e) = engine.params().insert(proof, key) {
+            engine.shutdown();
+            return Err(anyhow::Error::from(e).context("timing parameters"));
+        }
+    }
     if warmup > 0 {
         let (submitter, rx) = submit_all(&engine, sector, warmup, seed.map(|s| s.wrapping_add(count as u64)));
         let r: Result<()> = rx.into_iter().try_for_each(|h| {

@@ -53,6 +53,11 @@ pub struct SrsGenArgs {
     /// Which generator: cuzk's (fast) or bellperson's `generate_random_parameters`.
     #[arg(long, value_enum, default_value = "cuzk")]
     generator: Generator,
+    /// With --porep: TEST-ONLY timing parameters, the exact vector lengths of the real
+    /// ones with points from no toxic waste (chains of additions): minutes at 32GiB
+    /// instead of days; proofs made with them never verify. Refuses to replace a file.
+    #[arg(long, requires = "porep", conflicts_with = "generator")]
+    timing: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -65,6 +70,7 @@ pub fn run(cfg: &Config, cmd: SrsCmd) -> Result<ExitCode> {
     match cmd {
         SrsCmd::LoadBench { file } => load_bench(&file)?,
         SrsCmd::Gen(a) => match &a.porep {
+            Some(size) if a.timing => gen_porep_timing(size, a.cache.clone(), a.seed)?,
             Some(size) => gen_porep(size, a.cache.clone(), a.seed)?,
             None => generate(a.circuit.spec()?, a.seed, a.out.as_deref().context("--out is required")?, a.generator)?,
         },
@@ -146,6 +152,62 @@ fn gen_porep(size: &str, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()
         fil::write_fake_ipp_srs(&ipp, FAKE_IPP_PROOFS, seed.unwrap_or_else(rand::random))?;
         println!("fake inner-product SRS for up to {FAKE_IPP_PROOFS} aggregated proofs: {}", ipp.display());
     }
+    Ok(())
+}
+
+/// TEST-ONLY timing parameters for `proof`'s PoRep circuit, in memory: the blank
+/// circuit's shape (no witness, no recording), then chains of additions
+/// (`cuzk_srs::generate_timing`). Says what it did and how long each part took.
+pub fn porep_timing_key(proof: cuzk::filecoin::RegisteredSealProof, seed: u64) -> Result<ProvingKey> {
+    use cuzk::filecoin as fil;
+    let t = Instant::now();
+    let shape = cuzk::synth::shape_of(fil::blank_circuit(proof)?)?;
+    let shape_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let key = cuzk::srs::generate_timing(&shape, seed);
+    println!(
+        "TIMING PARAMETERS (test-only; proofs made with them never verify) for {proof:?}: {} constraints \
+         (domain 2^{}), {} inputs, {} aux, A {} / B {} points, {}; shape {shape_s:.1} s, points {:.1} s",
+        shape.constraints,
+        shape.domain_log2(),
+        shape.inputs,
+        shape.aux,
+        shape.a_query,
+        shape.b_query,
+        fmt_bytes(key.heap_bytes()),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(key)
+}
+
+/// `srs gen --porep SIZE --timing`: timing parameters under Filecoin's file names,
+/// so the pipeline finds them as it finds real ones. Never replaces a file there.
+fn gen_porep_timing(size: &str, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()> {
+    use cuzk::filecoin as fil;
+    let proof = fil::proof_for_sector_size(size).map_err(anyhow::Error::msg)?;
+    let dir = cache.unwrap_or_else(fil::default_parameter_cache);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (params, vk) = fil::parameter_files(&dir, proof)?;
+    for f in [&params, &vk] {
+        if f.exists() {
+            anyhow::bail!(
+                "{} exists: timing parameters never replace a parameter file (it may be a real one); \
+                 use another --cache",
+                f.display()
+            );
+        }
+    }
+    let key = porep_timing_key(proof, seed.unwrap_or_else(rand::random))?;
+    let t = Instant::now();
+    key.write(&params)?;
+    let mut f = std::fs::File::create(&vk).with_context(|| format!("creating {}", vk.display()))?;
+    key.vk.write(&mut f)?;
+    println!(
+        "{} and {} written in {:.1} s (TIMING PARAMETERS: proofs never verify)",
+        params.display(),
+        vk.display(),
+        t.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Use it to read and write parameter files in bellperson's format (the format of
 //! Filecoin's `.params` files), to hold decoded parameters in memory ([`ProvingKey`]),
-//! and to generate random parameters for tests and benchmarks.
+//! to generate random parameters for tests and benchmarks, and TEST-ONLY timing
+//! parameters of a circuit's exact shape (`generate_timing`; proofs never verify).
 //!
 //! Reading memory-maps the file and decodes the points on all cores; a file that is
 //! truncated, holds a point off the curve or at infinity, or has trailing bytes is
@@ -17,8 +18,10 @@ mod error;
 mod file;
 mod generate;
 mod key;
+mod timing;
 
 pub use error::SrsError;
 pub use file::LoadOptions;
 pub use generate::{generate_bellperson, generate_random};
 pub use key::ProvingKey;
+pub use timing::generate_timing;

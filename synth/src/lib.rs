@@ -21,6 +21,7 @@ mod density;
 mod error;
 mod precompiled;
 mod recording;
+mod shape_of;
 mod synthetic;
 
 pub use assignment::{synthesize, Assignment, ProvingAssignment};
@@ -30,6 +31,7 @@ pub use error::SynthError;
 pub use precompiled::{
     synthesize_in, synthesize_precompiled, synthesize_precompiled_into, synthesize_recording, Precompiled, SynthMode,
 };
+pub use shape_of::shape_of;
 pub use synthetic::{SyntheticCircuit, SyntheticSpec};
 
 /// The scalar field every circuit here is over (BLS12-381's Fr).

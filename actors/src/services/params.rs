@@ -25,6 +25,9 @@ struct Resident {
     /// Bytes reserved from the host budget for it.
     bytes: u64,
     last_used: Instant,
+    /// Inserted in memory ([`ParamCache::insert`]), no file behind it: never evicted
+    /// to make room, since it could not be loaded back.
+    in_memory: bool,
     _reservation: Reservation,
 }
 
@@ -221,7 +224,7 @@ impl ParamCache {
     fn evict_one_idle(map: &mut HashMap<PathBuf, Resident>) -> bool {
         let idle = map
             .iter()
-            .filter(|(_, r)| Arc::strong_count(&r.key) == 1)
+            .filter(|(_, r)| Arc::strong_count(&r.key) == 1 && !r.in_memory)
             .min_by_key(|(_, r)| r.last_used)
             .map(|(p, _)| p.clone());
         match idle {
@@ -266,13 +269,51 @@ impl ParamCache {
         let t = Instant::now();
         let key = Arc::new(ProvingKey::load(&path, self.opts).map_err(StageError::failed)?);
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes = key.heap_bytes(), "parameters loaded");
-        let resident =
-            Resident { proof, key: key.clone(), bytes, last_used: Instant::now(), _reservation: reservation };
+        let resident = Resident {
+            proof,
+            key: key.clone(),
+            bytes,
+            last_used: Instant::now(),
+            in_memory: false,
+            _reservation: reservation,
+        };
         self.lock().insert(path, resident);
         if let Some(f) = self.on_load.get() {
             f(&key);
         }
         Ok(key)
+    }
+
+    /// Makes `key` the parameters of `proof` without a file: what a benchmark does
+    /// with TEST-ONLY timing parameters generated in memory (`cuzk_srs::generate_timing`;
+    /// the host that times a 32GiB PoRep has no disk room for a 47 GiB file). Charged
+    /// to the host budget like a load, never evicted to make room (only by
+    /// [`ParamCache::evict`]), and handed to the load hook (device prefetch).
+    ///
+    /// # Errors
+    /// When `proof` already has resident parameters, or the budget cannot hold these.
+    pub fn insert(&self, proof: RegisteredSealProof, key: Arc<ProvingKey>) -> Result<(), StageError> {
+        let (path, _) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
+        let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        if self.lock().contains_key(&path) {
+            return Err(StageError::msg(format!("{proof:?} already has resident parameters ({})", path.display())));
+        }
+        let bytes = key.heap_bytes();
+        let reservation = self.reserve_room(bytes)?;
+        let resident = Resident {
+            proof,
+            key: key.clone(),
+            bytes,
+            last_used: Instant::now(),
+            in_memory: true,
+            _reservation: reservation,
+        };
+        self.lock().insert(path, resident);
+        info!(proof = ?proof, bytes, "parameters inserted in memory");
+        if let Some(f) = self.on_load.get() {
+            f(&key);
+        }
+        Ok(())
     }
 }
 
@@ -350,5 +391,31 @@ mod tests {
         let e = cache.get(RegisteredSealProof::StackedDrg512MiBV1_1).unwrap_err().to_string();
         assert!(e.contains("not found") && e.contains(".params"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn inserted_in_memory_without_a_file() {
+        let dir = std::env::temp_dir().join(format!("cuzk-params-mem-{}", std::process::id()));
+        let p = RegisteredSealProof::StackedDrg2KiBV1_1;
+        let shape = cuzk_core::CircuitShape { constraints: 500, inputs: 3, aux: 480, a_query: 400, b_query: 50 };
+        let key = Arc::new(cuzk_srs::generate_timing(&shape, 1));
+        let bytes = key.heap_bytes();
+        let ledger = Ledger::new("host", bytes * 2);
+        let cache = ParamCache::new(dir.clone(), LoadOptions::default(), ledger.clone());
+        cache.insert(p, key.clone()).unwrap();
+        assert_eq!(ledger.snapshot().used, bytes, "charged to the host budget");
+        assert!(Arc::ptr_eq(&cache.get(p).unwrap(), &key), "served without a file");
+        assert!(cache.is_resident(p));
+        let e = cache.insert(p, key.clone()).unwrap_err().to_string();
+        assert!(e.contains("already has resident parameters"), "{e}");
+        assert!(!ParamCache::evict_one_idle(&mut cache.lock()), "never evicted to make room: no file to reload");
+        drop(key);
+        assert_eq!(cache.evict(p).unwrap(), Some(bytes));
+        assert_eq!(ledger.snapshot().used, 0);
+        let e = cache.get(p).unwrap_err().to_string();
+        assert!(e.contains("not found"), "{e}");
+        // Larger than the whole budget: refused at once.
+        let small = ParamCache::new(dir, LoadOptions::default(), Ledger::new("host", 10));
+        assert!(small.insert(p, Arc::new(cuzk_srs::generate_timing(&shape, 1))).is_err());
     }
 }
