@@ -179,7 +179,9 @@ if [[ " $PHASES " == *" full "* ]]; then
             --prover-id "$PID" --sector-id "$SID" --timing-params --count "${FULL_COUNT:-2}" --seed 1 > "$L" 2>&1 &
         P=$!
         while kill -0 $P 2>/dev/null; do
-            echo "$(( $(date +%s) - t )) $(grep -E 'VmHWM|VmRSS' /proc/$P/status 2>/dev/null | tr -s ' \n' ' ') $(free -g | awk '/Mem:/{print "used_g", $3, "avail_g", $7}')" >> "$OUT/full-$SZ-mem.txt"
+            # $P is `timeout`; the prover is its child.
+            C=$(pgrep -P "$P" | head -1)
+            echo "$(( $(date +%s) - t )) $(grep -E 'VmHWM|VmRSS' "/proc/${C:-$P}/status" 2>/dev/null | tr -s ' \n' ' ') $(free -g | awk '/Mem:/{print "used_g", $3, "avail_g", $7}')" >> "$OUT/full-$SZ-mem.txt"
             sleep 0.5
         done
         wait $P; rc=$?
