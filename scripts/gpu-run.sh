@@ -4,7 +4,7 @@
 # go to $OUT (default /tmp/cuzk-out); generated parameters and C1 outputs stay in
 # /tmp and are reused by later invocations on the same host. docs/gpu.md lists
 # every variable. Phases and sizes from the environment (defaults shown):
-#   PHASES  "tests bench"      TEST_LOG2 "10,14,18,20"   BIG_LOG2 "20"
+#   PHASES  "tests bench"      TEST_LOG2 "10,14,18,20"   BIG_LOG2 "20"   AT_SIZE_LOG2 "20"
 #   BENCH   "20:10 22:10"      (log2:count pairs)        DENSITY "1.0:1.0"
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
 #   PHASES may add "porep" (C1 stream per size in POREP_SIZES="2KiB" (or "2KiB 8MiB"):
@@ -38,6 +38,15 @@ if [[ " $PHASES " == *" tests "* ]]; then
     CUZK_GPU_TEST_LOG2=${TEST_LOG2:-10,14,18,20} CUZK_GPU_TEST_BIG_LOG2=${BIG_LOG2:-20} \
         timeout "${TEST_TIMEOUT:-400}" "$D/gpu" --include-ignored --nocapture --test-threads 1 ${TEST_FILTER:-} > "$OUT/test-gpu.log" 2>&1
     say "test gpu rc=$? ($(( $(date +%s) - t )) s) $(grep -c '^ok ' "$OUT/test-gpu.log") cases ok; $(grep -E '^test result' "$OUT/test-gpu.log")"
+    if [ -x "$D/cuda_vs_cpu" ]; then
+        # The CUDA backend against the CPU backend (gpu/tests/cuda_vs_cpu.rs).
+        t=$(date +%s)
+        # AT_SIZE_LOG2: domains of the at-size check (timing parameters, discrete
+        # logarithms); "26,27" is the full-size one (~100 GB of host memory, minutes).
+        CUZK_GPU_AT_SIZE_LOG2=${AT_SIZE_LOG2:-20} \
+            timeout "${TEST_TIMEOUT:-400}" "$D/cuda_vs_cpu" --include-ignored --nocapture --test-threads 1 > "$OUT/test-cuda-vs-cpu.log" 2>&1
+        say "test cuda_vs_cpu rc=$? ($(( $(date +%s) - t )) s): $(grep -E '^test result' "$OUT/test-cuda-vs-cpu.log")"
+    fi
 fi
 
 if [[ " $PHASES " == *" bench "* ]]; then

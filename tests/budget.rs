@@ -15,7 +15,7 @@ use cuzk::{
 fn peak_never_exceeds_budget_over_64_jobs() {
     let spec = spec(512, 2, 1.0, 1.0);
     let srs = params(spec);
-    let per = partition_bytes(&srs);
+    let per = partition_bytes(&srs, true);
     let mut cfg = small_config();
     cfg.synthesize.max_concurrency = 32;
     cfg.synthesize.queue_capacity = 8;
@@ -57,8 +57,8 @@ fn oversized_partition_fails_at_once_and_others_finish() {
     let small = spec(64, 1, 1.0, 1.0);
     let (big_srs, small_srs) = (params(big), params(small));
     let mut cfg = small_config();
-    let budget = partition_bytes(&big_srs) / 2;
-    assert!(budget > partition_bytes(&small_srs) * 2);
+    let budget = partition_bytes(&big_srs, true) / 2;
+    assert!(budget > partition_bytes(&small_srs, true) * 2);
     cfg.budget.host_memory = MemoryLimit::Bytes(ByteSize(budget));
     let engine = Engine::start(cfg).unwrap();
 

@@ -51,6 +51,7 @@ pub mod tracker;
 //    topology, the engine.
 pub mod config;
 pub mod engine;
+pub mod sizing;
 pub mod topology;
 
 pub use config::Config;

@@ -90,6 +90,10 @@ impl Builder {
 pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -> Result<Topology, EngineError> {
     let host_ledger = Ledger::new("host", selected.host_budget(&cfg.budget).map_err(EngineError::Config)?);
     let SelectedBackend { backend, devices, on_device, .. } = selected;
+    // What the backend allocates beyond partitions' reservations (a CPU failover's
+    // NTT buffers) is charged too, never waited for.
+    let charged = host_ledger.clone();
+    backend.set_host_charge(Arc::new(move |bytes| Box::new(charged.charge(bytes))));
 
     let support = Arbiter::new();
     let ledger = host_ledger.clone();
@@ -133,8 +137,9 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let nice = cfg.synthesize.nice;
     let synth_recordings = recordings.clone();
     let evals = backend.eval_alloc().filter(|_| cfg.synthesize.write_pinned);
+    let ntt_on_host = backend.ntt_on_host();
     let synth = b.stage(
-        move || Synthesize { recordings: synth_recordings.clone(), nice, evals: evals.clone() },
+        move || Synthesize { recordings: synth_recordings.clone(), nice, evals: evals.clone(), ntt_on_host },
         cfg.synthesize.limits(),
         prepare.recipient(),
         true,

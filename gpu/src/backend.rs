@@ -1,4 +1,4 @@
-use std::time::Duration;
+use std::{any::Any, sync::Arc, time::Duration};
 
 use blstrs::{G1Projective, G2Projective};
 pub use cuzk_core::Evals;
@@ -73,6 +73,11 @@ pub struct MsmResults {
     pub timings: OpTimings,
 }
 
+/// Charges host memory a backend allocates beyond a partition's reservation to the
+/// host budget: called with the bytes, it returns a guard that holds them until
+/// dropped (see [`Backend::set_host_charge`]).
+pub type HostCharge = Arc<dyn Fn(u64) -> Box<dyn Any + Send> + Send + Sync>;
+
 /// The interface the StagePcie and ProveGpu stages drive; implemented by the CPU
 /// backend here and by the CUDA backend.
 pub trait Backend: Send + Sync + 'static {
@@ -104,6 +109,20 @@ pub trait Backend: Send + Sync + 'static {
     fn eval_alloc(&self) -> Option<std::sync::Arc<dyn cuzk_core::EvalAlloc>> {
         None
     }
+
+    /// Whether [`Backend::execute`] computes H (the NTTs) in host memory. Only then
+    /// does a partition's host reservation include H, its byte form and the NTT
+    /// twiddles (2.5 × domain × 32 bytes: 10.7 GB at 2^27). The CUDA backend keeps
+    /// them on the device.
+    fn ntt_on_host(&self) -> bool {
+        true
+    }
+
+    /// How to charge host memory the backend allocates beyond a partition's
+    /// reservation to the host budget (the CUDA backend: a partition that fails over
+    /// to the CPU, which needs the host NTT buffers that [`Backend::ntt_on_host`] left
+    /// out). The default ignores it: the CPU backend allocates nothing beyond.
+    fn set_host_charge(&self, _charge: HostCharge) {}
 
     /// The pinned host pool, for backends that have one.
     fn pinned_stats(&self) -> Option<crate::pinned::PinnedStats> {

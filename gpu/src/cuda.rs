@@ -36,6 +36,20 @@ pub struct DeviceInfo {
     pub free_mem: u64,
 }
 
+/// Device bytes the CUDA backend allocates for a partition of domain 2^lg, beside
+/// any resident parameters: a, b, c, the bit-split index lists (3 << lg u32), the
+/// gathered rest points (2^lg / 8 G2 points) and the partial sums (under 1 MiB).
+/// 17.7 GB at 2^27.
+pub fn device_workspace_bytes(lg: u32) -> u64 {
+    ((3 * 32u64 + 3 * 4 + 192 / 8) << lg) + (1 << 20)
+}
+
+/// Device bytes of a parameter set's points when resident (everything but the
+/// verifying key): 47.4 GB for a 32GiB PoRep partition's parameters.
+pub fn device_resident_bytes(h: usize, l: usize, a: usize, b_g1: usize, b_g2: usize) -> u64 {
+    (h + l + a + b_g1) as u64 * 96 + b_g2 as u64 * 192
+}
+
 /// Options of the CUDA backend.
 #[derive(Clone, Debug)]
 pub struct CudaOptions {
@@ -151,11 +165,9 @@ mod imp {
         }
     }
 
-    /// The workspace of a 2^lg domain: a, b, c, the bit-split index lists (3 << lg
-    /// u32), the gathered rest points (2^lg / 8 G2 points) and the partial sums
-    /// (under 1 MiB).
+    /// The workspace of a 2^lg domain ([`super::device_workspace_bytes`]).
     fn ws_bytes(lg: u32) -> u64 {
-        ((3 * 32u64 + 3 * 4 + 192 / 8) << lg) + (1 << 20)
+        super::device_workspace_bytes(lg)
     }
 
     #[derive(Default)]
@@ -195,6 +207,12 @@ mod imp {
         pinned: Arc<PinnedPool>,
         /// Test hook: executions still to fail as out of memory.
         inject_oom: AtomicU32,
+        /// Charges the CPU failover's host buffers to the host budget
+        /// ([`Backend::set_host_charge`]).
+        host_charge: std::sync::OnceLock<crate::HostCharge>,
+        /// One partition on the CPU at a time: what a failover adds beyond the
+        /// partitions' reservations stays one partition's CPU-path buffers.
+        cpu_failover: Mutex<()>,
         /// The start-up warm-up of every device, joined on drop (it must not
         /// outlive the backend's devices).
         warmup: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -305,6 +323,8 @@ mod imp {
                 opts,
                 pinned,
                 inject_oom: AtomicU32::new(0),
+                host_charge: std::sync::OnceLock::new(),
+                cpu_failover: Mutex::new(()),
                 warmup: Mutex::new(warmup),
             })
         }
@@ -321,7 +341,7 @@ mod imp {
         }
 
         fn resident_bytes(srs: &ProvingKey) -> u64 {
-            (srs.h.len() + srs.l.len() + srs.a.len() + srs.b_g1.len()) as u64 * 96 + srs.b_g2.len() as u64 * 192
+            super::device_resident_bytes(srs.h.len(), srs.l.len(), srs.a.len(), srs.b_g1.len(), srs.b_g2.len())
         }
 
         /// Makes `srs` resident on the device if it fits (evicting the least
@@ -517,6 +537,15 @@ mod imp {
             result
         }
 
+        fn ntt_on_host(&self) -> bool {
+            false
+        }
+
+        fn set_host_charge(&self, charge: crate::HostCharge) {
+            // Set once, by the engine that owns the backend.
+            let _ = self.host_charge.set(charge);
+        }
+
         fn device_stats(&self) -> Vec<DeviceStats> {
             self.devices
                 .iter()
@@ -648,7 +677,15 @@ mod imp {
             srs: &ProvingKey,
             with_b_g2: bool,
         ) -> Result<MsmResults, GpuError> {
-            warn!(domain_log2 = p.domain_log2, "no GPU device left; proving the partition on the CPU");
+            let _one = self.cpu_failover.lock().unwrap_or_else(|e| e.into_inner());
+            // The partition's reservation left out the host NTT buffers
+            // (`ntt_on_host`); charged here, with the heap copies made below: a, b, c
+            // padded, H and its byte form, the twiddles, the scalars at most.
+            let m = 1u64 << p.domain_log2;
+            let scalars = (srs.l.len() + srs.a.len() + srs.b_g1.len()) as u64;
+            let bytes = 32 * (3 * m + 2 * m + m / 2 + scalars);
+            let _charge = self.host_charge.get().map(|charge| charge(bytes));
+            warn!(domain_log2 = p.domain_log2, bytes, "no GPU device left; proving the partition on the CPU");
             let abc = p.abc.abc();
             let [a, b, c] = [0, 1, 2].map(|i| pin.and_then(|pp| pp.abc_part(i)).unwrap_or(abc[i]).to_vec());
             let msm = |k: usize, s: &MsmScalars| match s {

@@ -23,7 +23,7 @@ mod health;
 pub mod pinned;
 mod split;
 
-pub use backend::{Backend, DeviceStats, Evals, HostPartition, MsmResults, OpTimings, UploadedPartition};
+pub use backend::{Backend, DeviceStats, Evals, HostCharge, HostPartition, MsmResults, OpTimings, UploadedPartition};
 pub use error::GpuError;
 pub use health::{classify, no_device_left, with_injected_fault, DeviceHealth, ErrorClass, InjectedFault};
 pub use split::{MsmScalars, SplitScalars};

@@ -2,9 +2,13 @@
 //! 2^k (sizes from `CUZK_GPU_TEST_LOG2`, default "8,12,15"), non-power-of-two
 //! constraint counts, empty MSMs, with parameter points resident and streamed, and
 //! MSM scalars dense or split by value (the bit split, with resident points only).
-//! Skips (passing, with a message) when there is no CUDA build or no GPU.
+//! Tests that need a GPU are `#[ignore]`d: reported as ignored without one; run with
+//! `--include-ignored` on a GPU host.
 
-use std::sync::Arc;
+use std::sync::{
+    atomic::{AtomicI64, AtomicU64, Ordering},
+    Arc,
+};
 
 use bellperson::groth16::VerifyingKey;
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
@@ -354,6 +358,21 @@ fn sticky_fault_is_survived(fault: InjectedFault) -> (CudaBackend, usize) {
         assert_eq!(got.b_g1.to_affine(), want.b_g1.to_affine(), "B_G1 {what}");
         assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 {what}");
     };
+    // What the backend charges beyond partitions' reservations (a CPU failover's
+    // buffers): (bytes charged, guards still held).
+    let charged = Arc::new((AtomicU64::new(0), AtomicI64::new(0)));
+    struct Held(Arc<(AtomicU64, AtomicI64)>);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0 .1.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let c = charged.clone();
+    gpu.set_host_charge(Arc::new(move |bytes| {
+        c.0.fetch_add(bytes, Ordering::SeqCst);
+        c.1.fetch_add(1, Ordering::SeqCst);
+        Box::new(Held(c.clone()))
+    }));
     // Warm: a workspace and resident parameters on the device that ran it.
     same(&gpu.execute(gpu.upload(host.clone()).unwrap(), &srs, true).unwrap(), "before the fault");
     assert!(gpu.device_stats().iter().all(|d| d.health == DeviceHealth::Healthy));
@@ -361,6 +380,12 @@ fn sticky_fault_is_survived(fault: InjectedFault) -> (CudaBackend, usize) {
     let got = with_injected_fault(fault, || gpu.execute(gpu.upload(host.clone()).unwrap(), &srs, true))
         .unwrap_or_else(|e| panic!("the partition was not retried: {e}"));
     same(&got, "of the partition that hit the sticky error");
+    // On one device the partition ran on the CPU: its host NTT buffers (which the
+    // CUDA backend's reservations leave out) were charged, and returned after.
+    let cpu_bytes = 32 * (11 * m as u64 / 2 + (srs.l.len() + srs.a.len() + srs.b_g1.len()) as u64);
+    let want_charged = if n == 1 { cpu_bytes } else { 0 };
+    assert_eq!(charged.0.load(Ordering::SeqCst), want_charged, "bytes charged by the failover");
+    assert_eq!(charged.1.load(Ordering::SeqCst), 0, "the charge outlived the partition");
     let stats = gpu.device_stats();
     eprintln!("{fault:?}: {stats:?}");
     let retired: Vec<_> = stats.iter().filter(|d| d.health == DeviceHealth::Retired).collect();
@@ -427,5 +452,84 @@ fn real_illegal_address_retires_the_device() {
     // daemon skips it: `_exit`).
     if !out.status.success() {
         eprintln!("warning: the child passed, then exited with {}", out.status);
+    }
+}
+
+/// At full size (a 32GiB PoRep partition is 2^27) the CPU MSMs would take minutes,
+/// but over timing parameters every point's discrete logarithm is known, so each MSM
+/// the device computes must equal `(Σ scalar · dlog) · G`, summed in field arithmetic
+/// on the CPU (`cuzk_srs::timing_msm_dlog`); H's coefficients come from the CPU NTT
+/// (`compute_h`), so the device's NTTs are checked through the H MSM. Domains from
+/// `CUZK_GPU_AT_SIZE_LOG2` (default "20"; the GPU host runs "26,27": ~100 GB of host
+/// memory at 2^27). PoRep-like shape (A nearly dense, B a quarter); scalars
+/// witness-like (mostly 0 and 1, as PoRep's) split by value and dense, and random.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn at_size_msms_and_h_match_the_cpu_by_discrete_logs() {
+    use cuzk_core::CircuitShape;
+    use cuzk_srs::{generate_timing, timing_msm_dlog, TimingVector};
+    let Some(gpu) = device0() else { return };
+    let sizes = std::env::var("CUZK_GPU_AT_SIZE_LOG2").unwrap_or_else(|_| "20".into());
+    let witness = |mut v: Vec<Scalar>| {
+        for (i, x) in v.iter_mut().enumerate() {
+            match i % 10 {
+                0 => {}
+                1..=5 => *x = Scalar::ZERO,
+                _ => *x = Scalar::ONE,
+            }
+        }
+        v
+    };
+    for lg in sizes.split(',').map(|s| s.trim().parse::<u32>().unwrap()) {
+        let t = std::time::Instant::now();
+        let m = 1usize << lg;
+        let n = m - 9_000;
+        let shape = CircuitShape { constraints: n, inputs: 328, aux: n - 328 - 100, a_query: n - 500, b_query: n / 4 };
+        let seed = 7 + u64::from(lg);
+        let srs = generate_timing(&shape, seed);
+        let gen_s = t.elapsed().as_secs_f64();
+        let abc = [scalars(n, 1), scalars(n, 2), scalars(n, 3)];
+        let t = std::time::Instant::now();
+        let [ea, eb, ec] = abc.clone();
+        let h = cuzk_gpu::cpu::compute_h(ea, eb, ec, lg).unwrap();
+        let g1 = |v, s: &[Scalar]| (G1Projective::generator() * timing_msm_dlog(seed, v, s)).to_affine();
+        let want_h = g1(TimingVector::H, &h);
+        drop(h);
+        eprintln!("2^{lg} (n {n}): points {gen_s:.1} s, CPU H {:.1} s", t.elapsed().as_secs_f64());
+        for (name, random, split) in
+            [("witness-like split", false, true), ("witness-like dense", false, false), ("random", true, false)]
+        {
+            let v = |k, seed| if random { scalars(k, seed) } else { witness(scalars(k, seed)) };
+            let (l, a, b) = (v(shape.aux, 4), v(shape.a_query, 5), v(shape.b_query, 6));
+            let want = [g1(TimingVector::L, &l), g1(TimingVector::A, &a), g1(TimingVector::BG1, &b)];
+            let want_b_g2 = (G2Projective::generator() * timing_msm_dlog(seed, TimingVector::BG2, &b)).to_affine();
+            let msm = |s: &[Scalar]| {
+                if split {
+                    MsmScalars::Split(SplitScalars::from_values(s.iter(), s.len(), m).expect("witness-like: splits"))
+                } else {
+                    dense(s)
+                }
+            };
+            let host = HostPartition {
+                abc: Evals::heap(abc[0].clone(), abc[1].clone(), abc[2].clone()),
+                domain_log2: lg,
+                l_scalars: msm(&l),
+                a_scalars: msm(&a),
+                b_scalars: msm(&b),
+            };
+            drop((l, a, b));
+            let t = std::time::Instant::now();
+            let got = gpu.execute(gpu.upload(host).unwrap(), &srs, true).unwrap();
+            let gpu_s = t.elapsed().as_secs_f64();
+            let ctx = format!("2^{lg} {name}");
+            assert_eq!(got.h.to_affine(), want_h, "H {ctx}");
+            assert_eq!(got.l.to_affine(), want[0], "L {ctx}");
+            assert_eq!(got.a.to_affine(), want[1], "A {ctx}");
+            assert_eq!(got.b_g1.to_affine(), want[2], "B_G1 {ctx}");
+            assert_eq!(got.b_g2.unwrap().to_affine(), want_b_g2, "B_G2 {ctx}");
+            assert_eq!(got.split, split, "device split used: {ctx}");
+            // The first execution includes making the points resident.
+            eprintln!("ok {ctx}: device {gpu_s:.1} s {:?}", got.timings);
+        }
     }
 }

@@ -6,6 +6,7 @@ mod bench;
 mod daemon;
 mod gen_c1;
 mod prove;
+mod size;
 mod srs;
 
 use std::{
@@ -48,6 +49,9 @@ enum Command {
     GenC1(gen_c1::GenC1Args),
     /// Serve the cuzk.v1 gRPC API and Prometheus metrics until SIGINT/SIGTERM.
     Daemon,
+    /// What a sector size's PoRep proof needs of this host: parameters, recording and
+    /// partition memory, partitions at once under the host budget, device placement.
+    Size(size::SizeArgs),
 }
 
 impl Cli {
@@ -60,6 +64,7 @@ impl Cli {
             Command::Bench(b) => bench::run(cfg, self.config.as_deref(), *b),
             Command::GenC1(a) => gen_c1::run(a),
             Command::Daemon => daemon::run(cfg),
+            Command::Size(a) => size::run(cfg, a),
         }
     }
 }

@@ -87,6 +87,17 @@ impl ProvingKey {
         self.h.len() + 1
     }
 
+    /// Bytes the decoded points of parameters for a circuit of `shape` occupy in
+    /// memory (what [`ProvingKey::heap_bytes`] reports once they are loaded): known
+    /// before any parameter exists, for sizing a host.
+    pub fn bytes_for_shape(shape: &CircuitShape) -> u64 {
+        let g1 = std::mem::size_of::<G1Affine>() as u64;
+        let g2 = std::mem::size_of::<G2Affine>() as u64;
+        let m = 1u64 << shape.domain_log2();
+        (shape.inputs as u64 + (m - 1) + (shape.aux + shape.a_query + shape.b_query) as u64) * g1
+            + shape.b_query as u64 * g2
+    }
+
     /// Bytes the decoded points occupy in memory.
     pub fn heap_bytes(&self) -> u64 {
         let g1 = std::mem::size_of::<G1Affine>() as u64;

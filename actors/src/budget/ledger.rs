@@ -115,6 +115,19 @@ impl Ledger {
         Some(Reservation { ledger: Some(self.clone()), bytes })
     }
 
+    /// Takes `bytes` now, even beyond capacity, ahead of any waiters: for memory
+    /// that is being allocated whatever the budget says, where waiting could
+    /// deadlock (a partition that fails over to the CPU while holding a device
+    /// stage). While `used` is above capacity nothing else is granted; `peak` shows
+    /// the excess.
+    pub fn charge(self: &Arc<Self>, bytes: u64) -> Reservation {
+        let mut s = self.lock();
+        s.used += bytes;
+        s.peak = s.peak.max(s.used);
+        s.grants += 1;
+        Reservation { ledger: Some(self.clone()), bytes }
+    }
+
     fn release(self: &Arc<Self>, bytes: u64) {
         let mut s = self.lock();
         s.used -= bytes;
@@ -239,6 +252,24 @@ mod tests {
         drop((b, c));
         let s = l.snapshot();
         assert_eq!((s.used, s.peak, s.grants, s.waits), (0, 60, 3, 2));
+    }
+
+    #[test]
+    fn a_charge_goes_beyond_capacity_and_holds_back_grants_until_dropped() {
+        let l = Ledger::new("host", 100);
+        let a = now(l.reserve(80).unwrap());
+        let c = l.charge(50);
+        let s = l.snapshot();
+        assert_eq!((s.used, s.peak), (130, 130));
+        assert!(l.try_reserve(1).is_none(), "nothing is granted while over capacity");
+        let Grant::Later(mut rx) = l.reserve(60).unwrap() else { panic!("over capacity: must wait") };
+        drop(a);
+        assert!(rx.try_recv().is_err(), "the charge's 50 + 60 exceeds 100");
+        drop(c);
+        let r = rx.try_recv().expect("granted once the charge is returned");
+        assert_eq!(r.bytes(), 60);
+        drop(r);
+        assert_eq!(l.snapshot().used, 0);
     }
 
     #[test]

@@ -67,7 +67,12 @@ const BACKOFF: Duration = Duration::from_secs(10);
 /// 3 row ends of 4 bytes per constraint, 57 bytes per constraint; its domain is
 /// 1.56x its constraints, so the estimate is about 1.7x the real size.
 fn estimate(key: &ProvingKey) -> u64 {
-    64 * key.domain_size() as u64
+    recording_estimate(key.domain_size() as u64)
+}
+
+/// [`estimate`] for a domain of `domain_size` elements (sizing, before parameters exist).
+pub fn recording_estimate(domain_size: u64) -> u64 {
+    64 * domain_size
 }
 
 /// The identity of a parameter set: SHA-256 of its verifying key and sizes. A

@@ -1,0 +1,280 @@
+//! Sizing a host for a circuit before any parameter exists (`cuzk size`): what the
+//! engine will reserve for the parameters, the circuit recording and each partition,
+//! how many partitions its host budget admits at once, and where the parameters
+//! live on each device. The figures are the ones the stages reserve with
+//! (`synthesize::partition_bytes`, the recordings' estimate, the CUDA backend's
+//! workspace and resident sizes), computed from the circuit's shape alone, so the
+//! answer is the engine's own rather than a separate model.
+
+use std::fmt;
+
+use cuzk_core::CircuitShape;
+use cuzk_gpu::cuda::{device_resident_bytes, device_workspace_bytes};
+use cuzk_srs::ProvingKey;
+
+use crate::{
+    ground::ByteSize, services::recordings::recording_estimate, services::SelectedBackend,
+    synthesize::partition_bytes_for_shape, Config,
+};
+
+/// Where a parameter set lives on one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Points and a partition's workspace fit the device's VRAM budget together.
+    Resident,
+    /// Only the workspace fits (or `backend.srs_resident` is off): points are
+    /// streamed from host memory for every MSM.
+    Streamed,
+    /// Not even one partition's workspace fits.
+    TooSmall,
+}
+
+/// One device's side of a [`Sizing`].
+#[derive(Clone, Debug)]
+pub struct DeviceSizing {
+    pub device: usize,
+    pub vram_budget: u64,
+    /// A partition's device buffers (`cuzk_gpu::cuda::device_workspace_bytes`).
+    pub workspace: u64,
+    /// The parameter points when resident.
+    pub resident: u64,
+    pub placement: Placement,
+}
+
+/// What one circuit needs of this host, as the engine will reserve it.
+#[derive(Clone, Debug)]
+pub struct Sizing {
+    pub shape: CircuitShape,
+    /// Partitions per proof.
+    pub partitions: usize,
+    pub backend: &'static str,
+    /// Decoded parameter points, held in host memory and charged to its budget.
+    pub params: u64,
+    /// The recording's upper estimate, reserved while the first partition records
+    /// (trimmed to its real size after); 0 when `synthesize.precompile` is off.
+    pub recording: u64,
+    /// One partition in flight (`synthesize::partition_bytes` for this backend).
+    pub partition: u64,
+    pub host_budget: u64,
+    /// `synthesize.max_concurrency` as the engine applies it (0 = the cores).
+    pub max_concurrency: usize,
+    /// Partitions synthesized at once: what the budget admits beside the parameters
+    /// and the recording, capped by `max_concurrency`. 0: none fits.
+    pub at_once: usize,
+    pub devices: Vec<DeviceSizing>,
+}
+
+/// Sizes `shape` (a circuit proved in `partitions` partitions) for the backend
+/// `selected` under `cfg`.
+///
+/// # Errors
+/// When the host budget cannot be computed (the machine's memory is unreadable).
+pub fn size(
+    shape: &CircuitShape,
+    partitions: usize,
+    cfg: &Config,
+    selected: &SelectedBackend,
+) -> Result<Sizing, String> {
+    let host_budget = selected.host_budget(&cfg.budget)?;
+    let m = 1usize << shape.domain_log2();
+    let params = ProvingKey::bytes_for_shape(shape);
+    let recording = if cfg.synthesize.precompile { recording_estimate(m as u64) } else { 0 };
+    let partition = partition_bytes_for_shape(shape, selected.backend.ntt_on_host());
+    let max_concurrency = cfg.synthesize.limits().workers;
+    let room = host_budget.saturating_sub(params + recording);
+    let at_once = usize::try_from(room / partition.max(1)).unwrap_or(usize::MAX).min(max_concurrency);
+    let workspace = device_workspace_bytes(shape.domain_log2());
+    let resident = device_resident_bytes(m - 1, shape.aux, shape.a_query, shape.b_query, shape.b_query);
+    let devices = if selected.on_device {
+        selected
+            .backend
+            .device_stats()
+            .into_iter()
+            .map(|d| {
+                let placement = if workspace > d.vram_budget {
+                    Placement::TooSmall
+                } else if cfg.backend.srs_resident && workspace + resident <= d.vram_budget {
+                    Placement::Resident
+                } else {
+                    Placement::Streamed
+                };
+                DeviceSizing { device: d.device, vram_budget: d.vram_budget, workspace, resident, placement }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Sizing {
+        shape: *shape,
+        partitions,
+        backend: selected.backend.name(),
+        params,
+        recording,
+        partition,
+        host_budget,
+        max_concurrency,
+        at_once,
+        devices,
+    })
+}
+
+impl Sizing {
+    /// `Err` naming the budget this circuit exceeds on this host and by how much:
+    /// the host budget (parameters and one partition; the recording is skipped when
+    /// there is no room for it, at the price of plain synthesis), or a device too
+    /// small for one partition's workspace.
+    pub fn check(&self) -> Result<(), String> {
+        let need = self.params + self.partition;
+        if need > self.host_budget {
+            return Err(format!(
+                "does not fit the host budget: parameters {} + one partition {} = {} exceed budget.host_memory's {} \
+                 by {} (a host with more memory, or a larger budget.host_memory if the machine has it)",
+                ByteSize(self.params),
+                ByteSize(self.partition),
+                ByteSize(need),
+                ByteSize(self.host_budget),
+                ByteSize(need - self.host_budget)
+            ));
+        }
+        if let Some(d) = self.devices.iter().find(|d| d.placement == Placement::TooSmall) {
+            return Err(format!(
+                "does not fit device {}: one partition's workspace {} exceeds its VRAM budget {} by {}",
+                d.device,
+                ByteSize(d.workspace),
+                ByteSize(d.vram_budget),
+                ByteSize(d.workspace - d.vram_budget)
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Sizing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.shape;
+        writeln!(
+            f,
+            "circuit: {} partition(s) of {} constraints (domain 2^{}), {} inputs, {} aux, A {} / B {} points",
+            self.partitions,
+            s.constraints,
+            s.domain_log2(),
+            s.inputs,
+            s.aux,
+            s.a_query,
+            s.b_query
+        )?;
+        writeln!(f, "backend: {} ({} device(s))", self.backend, self.devices.len())?;
+        writeln!(f, "host budget: {}", ByteSize(self.host_budget))?;
+        writeln!(f, "  parameters     {} (decoded points, in host memory)", ByteSize(self.params))?;
+        writeln!(
+            f,
+            "  recording      {} (upper estimate while the first partition records; trimmed after)",
+            ByteSize(self.recording)
+        )?;
+        writeln!(f, "  per partition  {} (from synthesis until its proof leaves the GPU)", ByteSize(self.partition))?;
+        let with = self.params + self.recording + self.at_once as u64 * self.partition;
+        if self.at_once > 0 {
+            writeln!(
+                f,
+                "partitions synthesized at once: {} ({} of the budget with the parameters and the recording{})",
+                self.at_once,
+                ByteSize(with),
+                if self.at_once == self.max_concurrency { "; capped by synthesize.max_concurrency" } else { "" }
+            )?;
+        } else if self.check().is_ok() {
+            writeln!(f, "partitions synthesized at once: 1, without the recording (no room for it: plain synthesis)")?;
+        } else {
+            writeln!(f, "partitions synthesized at once: none")?;
+        }
+        for d in &self.devices {
+            let what = match d.placement {
+                Placement::Resident => format!(
+                    "parameters resident ({}) + one partition's workspace ({}) = {}",
+                    ByteSize(d.resident),
+                    ByteSize(d.workspace),
+                    ByteSize(d.resident + d.workspace)
+                ),
+                Placement::Streamed => format!(
+                    "parameters streamed from host memory for every MSM (resident would need {} + {}); workspace {}",
+                    ByteSize(d.resident),
+                    ByteSize(d.workspace),
+                    ByteSize(d.workspace)
+                ),
+                Placement::TooSmall => format!("one partition's workspace ({}) does not fit", ByteSize(d.workspace)),
+            };
+            writeln!(f, "device {}: VRAM budget {}: {what}", d.device, ByteSize(d.vram_budget))?;
+        }
+        match self.check() {
+            Ok(()) => write!(f, "fits"),
+            Err(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        ground::MemoryLimit,
+        services::{select_backend, BackendKind},
+    };
+
+    /// The 32GiB PoRep circuit's shape (`synth::shape_of`, measured on the H200 host).
+    fn porep_32gib() -> CircuitShape {
+        CircuitShape {
+            constraints: 130_278_869,
+            inputs: 328,
+            aux: 130_169_893,
+            a_query: 129_753_620,
+            b_query: 33_112_282,
+        }
+    }
+
+    /// The CPU backend (no device) with a host budget of `host` bytes.
+    fn cfg(host: u64, max_concurrency: usize) -> (Config, SelectedBackend) {
+        let mut cfg = Config::default();
+        cfg.backend.kind = BackendKind::Cpu;
+        cfg.budget.host_memory = MemoryLimit::Bytes(ByteSize(host));
+        cfg.synthesize.max_concurrency = max_concurrency;
+        let cpu = select_backend(&cfg.backend).unwrap();
+        (cfg, cpu)
+    }
+
+    #[test]
+    fn a_32gib_partition_on_the_cpu_backend_is_sized_as_the_stages_reserve_it() {
+        let shape = porep_32gib();
+        let (c, cpu) = cfg(200 << 30, 64);
+        let s = size(&shape, 10, &c, &cpu).unwrap();
+        assert_eq!(s.params, 47_373_927_744, "the decoded size the engine reported at 32GiB");
+        assert_eq!(s.partition, partition_bytes_for_shape(&shape, true));
+        assert_eq!(s.recording, 64 << 27);
+        let room = (200u64 << 30) - s.params - s.recording;
+        assert_eq!(s.at_once as u64, room / s.partition);
+        assert!(s.devices.is_empty());
+        assert!(s.check().is_ok());
+        assert!(s.to_string().ends_with("fits"), "{s}");
+        // Capped by the configuration.
+        let (c, cpu) = cfg(200 << 30, 1);
+        let s = size(&shape, 10, &c, &cpu).unwrap();
+        assert_eq!(s.at_once, 1);
+        assert!(s.to_string().contains("capped by synthesize.max_concurrency"), "{s}");
+    }
+
+    #[test]
+    fn a_host_too_small_gets_an_error_naming_the_budget_and_the_shortfall() {
+        let shape = porep_32gib();
+        let (c, cpu) = cfg(60 << 30, 0);
+        let s = size(&shape, 10, &c, &cpu).unwrap();
+        assert_eq!(s.at_once, 0);
+        let e = s.check().unwrap_err();
+        let short = s.params + s.partition - (60u64 << 30);
+        assert!(e.contains("host budget") && e.contains(&ByteSize(short).to_string()), "{e}");
+        assert!(s.to_string().contains("partitions synthesized at once: none"), "{s}");
+        // Room for parameters and a partition but not the recording: plain synthesis.
+        let (c, cpu) = cfg(s.params + s.partition + (1 << 30), 0);
+        let s = size(&shape, 10, &c, &cpu).unwrap();
+        assert_eq!(s.at_once, 0);
+        assert!(s.check().is_ok());
+        assert!(s.to_string().contains("without the recording"), "{s}");
+    }
+}
