@@ -90,3 +90,28 @@ fn errors_are_clear() {
         run(cuzk().args(["srs", "gen", "--constraints", "2", "--public-inputs", "5", "--out", "/tmp/x"]));
     assert!(!ok && err.contains("too small"), "{err}");
 }
+
+/// `cuzk size` sizes a sector size's circuit from its shape (the 2KiB circuit here:
+/// 2,687,961 constraints with its inputs, domain 2^22), and exits 1 naming the budget it
+/// exceeds and by how much.
+#[test]
+fn size_answers_and_names_the_budget_exceeded() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |host: &str| {
+        let p = dir.path().join(format!("{host}.toml"));
+        std::fs::write(&p, format!("[backend]\nkind = \"cpu\"\n[budget]\nhost_memory = \"{host}\"\n")).unwrap();
+        p
+    };
+    let (ok, out, err) = run(cuzk().arg("--config").arg(cfg("8GiB")).args(["size", "--sector-size", "2KiB"]));
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("StackedDrg2KiBV1_1") && out.contains("2687961 constraints (domain 2^22), 40 inputs"),
+        "{out}"
+    );
+    assert!(out.contains("host budget: 8.00 GiB") && out.trim_end().ends_with("fits"), "{out}");
+    let (ok, out, err) = run(cuzk().arg("--config").arg(cfg("100MiB")).args(["size", "--sector-size", "2KiB"]));
+    assert!(!ok, "{out}{err}");
+    assert!(out.contains("does not fit the host budget") && out.contains("100.00 MiB by"), "{out}");
+    let (ok, _, err) = run(cuzk().args(["size", "--sector-size", "3GiB"]));
+    assert!(!ok && err.contains("not a Filecoin sector size"), "{err}");
+}

@@ -171,7 +171,7 @@ impl fmt::Display for Sizing {
             "  recording      {} (upper estimate while the first partition records; trimmed after)",
             ByteSize(self.recording)
         )?;
-        writeln!(f, "  per partition  {} (from synthesis until its proof leaves the GPU)", ByteSize(self.partition))?;
+        writeln!(f, "  per partition  {} (from synthesis until its MSMs are done)", ByteSize(self.partition))?;
         let with = self.params + self.recording + self.at_once as u64 * self.partition;
         if self.at_once > 0 {
             writeln!(
