@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("config", 6),
     ("topology", 6),
     ("engine", 6),
+    ("sizing", 6),
 ];
 const WIRING: u8 = 6;
 
