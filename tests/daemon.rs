@@ -169,8 +169,9 @@ fn submit_await_cancel_status_metrics() {
         assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
         let s = c.get_status(GetStatusRequest {}).await.unwrap().into_inner();
         assert_eq!(s.total_proofs_completed, 1);
-        // Verify is on by default: seven stages report.
-        assert_eq!(s.queues.len(), 7);
+        // Per proof kind, as Curio's server names them.
+        let kinds: Vec<&str> = s.queues.iter().map(|q| q.proof_kind.as_str()).collect();
+        assert_eq!(kinds, ["porep-c2", "winning-post", "window-post", "snap-update"]);
         assert_eq!(s.loaded_srs.len(), 1);
         assert_eq!(s.loaded_srs[0].circuit_id, "porep-2k");
         // The CPU backend has no devices to report health for.
@@ -238,16 +239,16 @@ fn bad_requests_get_grpc_codes() {
                 "unknown proof_kind",
             ),
             (
-                "snap deals",
+                "snap deals with a C1 and no commitments",
                 SubmitProofRequest { proof_kind: ProofKind::SnapDealsUpdate as i32, ..good.clone() },
-                Code::Unimplemented,
-                "SNAP_DEALS_UPDATE",
+                Code::InvalidArgument,
+                "registered_proof 5 is not an update proof",
             ),
             (
-                "winning post",
+                "winning post with a C1",
                 SubmitProofRequest { proof_kind: ProofKind::WinningPost as i32, ..good.clone() },
-                Code::Unimplemented,
-                "WINNING_POST",
+                Code::InvalidArgument,
+                "not a WinningPoSt proof",
             ),
             (
                 "empty vanilla proof",
@@ -260,18 +261,6 @@ fn bad_requests_get_grpc_codes() {
                 SubmitProofRequest { vanilla_proof: b"{\"registered_proof\": 12".to_vec(), ..good.clone() },
                 Code::InvalidArgument,
                 "not valid",
-            ),
-            (
-                "wrong sector size",
-                SubmitProofRequest { sector_size: 8 << 20, ..good.clone() },
-                Code::InvalidArgument,
-                "sector_size",
-            ),
-            (
-                "wrong registered proof",
-                SubmitProofRequest { registered_proof: 0, ..good.clone() },
-                Code::InvalidArgument,
-                "registered_proof",
             ),
             (
                 "oversized",
@@ -301,8 +290,17 @@ fn bad_requests_get_grpc_codes() {
             let e = c.await_proof(AwaitProofRequest { job_id: id.into(), timeout_ms: 0 }).await.unwrap_err();
             assert_eq!(e.code(), Code::NotFound, "{id}");
         }
-        let e = c.preload_srs(PreloadSrsRequest { circuit_id: "wpost-32g".into() }).await.unwrap_err();
-        assert_eq!(e.code(), Code::Unimplemented);
+        let e = c.preload_srs(PreloadSrsRequest { circuit_id: "wpost-3g".into() }).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("not a sector size"), "{}", e.message());
+        let e = c.preload_srs(PreloadSrsRequest { circuit_id: "seal-32g".into() }).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        // For PoRep the C1 is authoritative: Curio's cuzk-bench sends registered_proof
+        // 0 and a 32GiB sector size whatever the C1 is; the proof is the C1's.
+        let bench = SubmitProofRequest { registered_proof: 0, sector_size: 32 << 30, ..good.clone() };
+        let r = c.prove(ProveRequest { submit: Some(bench) }).await.unwrap().into_inner().result.unwrap();
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+        assert!(verify(&f, f.sector_id, &r.proof));
         // Still serving: a good request completes.
         let r = c.prove(ProveRequest { submit: Some(good) }).await.unwrap().into_inner().result.unwrap();
         assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);

@@ -48,6 +48,8 @@ struct Inner {
     timeline: Arc<Timeline>,
     backend: &'static str,
     backend_arc: Arc<dyn cuzk_gpu::Backend>,
+    /// Added to each job's priority by kind (`[ingest.priority]`).
+    kind_priority: crate::ingest::KindPriority,
     running: Mutex<Option<Running>>,
 }
 
@@ -145,6 +147,7 @@ impl Engine {
         let backend = select_backend(&cfg.backend)?;
         let backend_name = backend.backend.name();
         let backend_arc = backend.backend.clone();
+        let kind_priority = cfg.ingest.priority.clone();
         let started = Instant::now();
         let timeline = Arc::new(Timeline::new(started, cfg.timeline.enabled, cfg.timeline.max_events));
         let tl = timeline.clone();
@@ -179,6 +182,7 @@ impl Engine {
                 timeline,
                 backend: backend_name,
                 backend_arc,
+                kind_priority,
                 running: Mutex::new(Some(Running { system, thread })),
             }),
         })
@@ -207,7 +211,7 @@ impl Engine {
     fn context(&self, spec: &JobSpec) -> Result<Arc<JobContext>, SubmitError> {
         let ctx = JobContext {
             id: JobId { epoch: self.inner.epoch, seq: self.inner.next_id.fetch_add(1, Ordering::Relaxed) },
-            priority: spec.priority,
+            priority: spec.priority.saturating_add(self.inner.kind_priority.of(spec.input.kind())),
             srs: OnceLock::new(),
             shape: OnceLock::new(),
             randomness_spec: spec.randomness.clone(),
@@ -216,6 +220,7 @@ impl Engine {
             submitted: Instant::now(),
             fault: spec.fault,
             kind: spec.input.kind(),
+            started: Default::default(),
         };
         // Circuit jobs know their shape now; PoRep jobs learn it in Ingest.
         if let (Some(srs), Some(n)) = (&spec.srs, spec.partitions) {

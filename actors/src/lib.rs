@@ -58,7 +58,7 @@ pub use config::Config;
 pub use engine::{Engine, EngineSnapshot, JobHandle};
 pub use ground::{
     ByteSize, EngineError, Fault, FaultKind, JobError, JobId, JobOutput, JobSpec, JobTimings, MemoryLimit, PorepC1,
-    PorepInput, StageError, StageName, StageTiming, SubmitError,
+    PorepInput, PreparedProof, StageError, StageName, StageTiming, SubmitError,
 };
 pub use metrics::StageSnapshot;
 

@@ -156,7 +156,9 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         let (be, key) = (be.clone(), key.clone());
         let _ = std::thread::Builder::new().name("cuzk-prefetch".into()).spawn(move || be.prefetch(&key));
     });
-    params.preload(cfg.ingest.preload.clone()).map_err(|e| EngineError::Start(format!("preload thread: {e}")))?;
+    params
+        .preload(cfg.ingest.preload.iter().map(|&p| p.into()).collect())
+        .map_err(|e| EngineError::Start(format!("preload thread: {e}")))?;
     let max_input_bytes = usize::try_from(cfg.ingest.max_input_bytes.0).unwrap_or(usize::MAX);
     let ingest_params: Arc<dyn crate::ground::ParameterSource> = params.clone();
     let ingest = b.stage(

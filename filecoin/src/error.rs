@@ -81,3 +81,14 @@ pub enum PorepError {
     #[error("aggregating the partition proofs failed: {0}")]
     Aggregate(String),
 }
+
+/// Why vanilla proofs (PoSt, SnapDeals) were refused before any circuit was built.
+#[derive(Debug, Error)]
+pub enum VanillaError {
+    #[error("{kind}: {got} vanilla proofs; want {want}")]
+    Count { kind: &'static str, got: usize, want: String },
+    #[error("{kind}: vanilla proof {index} ({len} bytes) is not a {what} of {proof}: {msg} (truncated, corrupted, or of another sector size)")]
+    Decode { kind: &'static str, index: usize, len: usize, what: &'static str, proof: String, msg: String },
+    #[error("{kind}: {msg}")]
+    Invalid { kind: &'static str, msg: String },
+}

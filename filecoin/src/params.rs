@@ -4,15 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{PorepError, RegisteredSealProof};
+use crate::{CircuitId, PorepError};
 
-/// The parameter and verifying-key files filecoin-proofs uses for `proof`, inside
-/// `cache_dir` (Filecoin's names: `v28-<circuit identifier>.params` / `.vk`).
+/// The parameter and verifying-key files filecoin-proofs uses for a circuit (a
+/// registered seal, PoSt or update proof), inside `cache_dir` (Filecoin's names:
+/// `v28-<circuit identifier>.params` / `.vk`).
 ///
 /// # Errors
 /// When filecoin-proofs cannot name the circuit.
-pub fn parameter_files(cache_dir: &Path, proof: RegisteredSealProof) -> Result<(PathBuf, PathBuf), PorepError> {
-    let id = proof.circuit_identifier().map_err(|e| PorepError::Circuit(format!("{e:#}")))?;
+pub fn parameter_files(cache_dir: &Path, circuit: impl Into<CircuitId>) -> Result<(PathBuf, PathBuf), PorepError> {
+    let id = circuit.into().identifier()?;
     let v = storage_proofs_core::parameter_cache::VERSION;
     Ok((cache_dir.join(format!("v{v}-{id}.params")), cache_dir.join(format!("v{v}-{id}.vk"))))
 }

@@ -1,7 +1,6 @@
 //! PoRep circuits: one per partition of a parsed C1 output, ready to synthesize, and
 //! the blank circuit a proof type's parameters are made for.
 
-use cuzk_synth::{synthesize_in, Assignment, Precompiled, SynthError, SynthMode};
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{
     as_safe_commitment, parameters::setup_params, DefaultPieceDomain, DefaultPieceHasher, MerkleTreeTrait,
@@ -10,32 +9,10 @@ use filecoin_proofs::{
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, StackedDrg};
 
-use crate::{ParsedC1, PorepError, RegisteredSealProof};
+use crate::{circuit::Partition, ParsedC1, PorepError, RegisteredSealProof};
 
-type SynthFn = Box<dyn FnOnce(SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> + Send>;
-
-/// One partition, ready to synthesize (its circuit type erased).
-pub struct PorepPartition(SynthFn);
-
-impl PorepPartition {
-    /// Synthesizes the partition's circuit.
-    ///
-    /// # Errors
-    /// The circuit's synthesis error.
-    pub fn synthesize(self) -> Result<Assignment, SynthError> {
-        (self.0)(SynthMode::Plain).map(|(a, _)| a)
-    }
-
-    /// Synthesizes the partition's circuit in `mode`; the recording is returned for
-    /// [`SynthMode::Record`] (`None` if the circuit was too large to record).
-    ///
-    /// # Errors
-    /// The circuit's synthesis error, or a structure mismatch in
-    /// [`SynthMode::Precompiled`].
-    pub fn synthesize_with(self, mode: SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> {
-        (self.0)(mode)
-    }
-}
+/// One PoRep partition, ready to synthesize.
+pub type PorepPartition = Partition;
 
 fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTreeHasher>>(
     c1: ParsedC1,
@@ -59,7 +36,7 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTre
         .map(|(k, v)| {
             let circuit = StackedCompound::<Tree, DefaultPieceHasher>::circuit(&public_inputs, (), v, &params, Some(k))
                 .map_err(err)?;
-            Ok(PorepPartition(Box::new(move |mode| synthesize_in(circuit, mode))))
+            Ok(Partition::new(circuit))
         })
         .collect()
 }

@@ -78,3 +78,62 @@ pub fn proof_for_sector_size(s: &str) -> Result<RegisteredSealProof, String> {
         _ => return Err(format!("`{s}` is not a Filecoin sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB)")),
     })
 }
+
+pub use filecoin_proofs_api::{RegisteredPoStProof, RegisteredUpdateProof};
+
+/// The v1.1 interactive seal proof of the `i`th sector size (2KiB, 8MiB, 512MiB,
+/// 32GiB, 64GiB).
+pub(crate) fn seal_proof_v1_1(i: usize) -> RegisteredSealProof {
+    SEAL_PROOFS[5 + i]
+}
+
+/// filecoin-ffi's numbering (`abi.RegisteredPoStProof`): 0-4 WinningPoSt v1, 5-9
+/// WindowPoSt v1, 10-14 WindowPoSt v1.1 (filecoin-proofs' `V1_2`, the grindability
+/// fix), each in the order 2KiB, 8MiB, 512MiB, 32GiB, 64GiB.
+const POST_PROOFS: [RegisteredPoStProof; 15] = {
+    use RegisteredPoStProof::*;
+    [
+        StackedDrgWinning2KiBV1,
+        StackedDrgWinning8MiBV1,
+        StackedDrgWinning512MiBV1,
+        StackedDrgWinning32GiBV1,
+        StackedDrgWinning64GiBV1,
+        StackedDrgWindow2KiBV1,
+        StackedDrgWindow8MiBV1,
+        StackedDrgWindow512MiBV1,
+        StackedDrgWindow32GiBV1,
+        StackedDrgWindow64GiBV1,
+        StackedDrgWindow2KiBV1_2,
+        StackedDrgWindow8MiBV1_2,
+        StackedDrgWindow512MiBV1_2,
+        StackedDrgWindow32GiBV1_2,
+        StackedDrgWindow64GiBV1_2,
+    ]
+};
+
+/// The registered PoSt proof with filecoin-ffi's numeric id.
+pub fn post_from_number(n: u64) -> Option<RegisteredPoStProof> {
+    POST_PROOFS.get(usize::try_from(n).ok()?).copied()
+}
+
+/// filecoin-ffi's numeric id of a registered PoSt proof.
+pub fn post_number(p: RegisteredPoStProof) -> u64 {
+    POST_PROOFS.iter().position(|&q| q == p).map_or(u64::MAX, |i| i as u64)
+}
+
+/// filecoin-ffi's numbering (`abi.RegisteredUpdateProof`): 0-4 in the order 2KiB,
+/// 8MiB, 512MiB, 32GiB, 64GiB.
+const UPDATE_PROOFS: [RegisteredUpdateProof; 5] = {
+    use RegisteredUpdateProof::*;
+    [StackedDrg2KiBV1, StackedDrg8MiBV1, StackedDrg512MiBV1, StackedDrg32GiBV1, StackedDrg64GiBV1]
+};
+
+/// The registered update proof with filecoin-ffi's numeric id.
+pub fn update_from_number(n: u64) -> Option<RegisteredUpdateProof> {
+    UPDATE_PROOFS.get(usize::try_from(n).ok()?).copied()
+}
+
+/// filecoin-ffi's numeric id of a registered update proof.
+pub fn update_number(p: RegisteredUpdateProof) -> u64 {
+    UPDATE_PROOFS.iter().position(|&q| q == p).map_or(u64::MAX, |i| i as u64)
+}

@@ -30,3 +30,71 @@ pub fn verify_seal(
     )
     .map_err(|e| PorepError::Circuit(format!("{e:#}")))
 }
+
+/// Checks a WinningPoSt with filecoin-proofs' `verify_winning_post`: `sectors` are
+/// the challenged sectors as (sector id, comm_r).
+///
+/// # Errors
+/// filecoin-proofs' error.
+pub fn verify_winning_post(
+    proof: crate::RegisteredPoStProof,
+    randomness: [u8; 32],
+    prover_id: [u8; 32],
+    sectors: &[(u64, [u8; 32])],
+    proof_bytes: &[u8],
+) -> Result<bool, PorepError> {
+    let replicas = public_replicas(proof, sectors);
+    filecoin_proofs_api::post::verify_winning_post(&randomness, proof_bytes, &replicas, prover_id)
+        .map_err(|e| PorepError::Circuit(format!("{e:#}")))
+}
+
+/// Checks a whole WindowPoSt (every partition's proof back to back) with
+/// filecoin-proofs' `verify_window_post`.
+///
+/// # Errors
+/// filecoin-proofs' error.
+pub fn verify_window_post(
+    proof: crate::RegisteredPoStProof,
+    randomness: [u8; 32],
+    prover_id: [u8; 32],
+    sectors: &[(u64, [u8; 32])],
+    proof_bytes: &[u8],
+) -> Result<bool, PorepError> {
+    let replicas = public_replicas(proof, sectors);
+    filecoin_proofs_api::post::verify_window_post(&randomness, &[(proof, proof_bytes)], &replicas, prover_id)
+        .map_err(|e| PorepError::Circuit(format!("{e:#}")))
+}
+
+fn public_replicas(
+    proof: crate::RegisteredPoStProof,
+    sectors: &[(u64, [u8; 32])],
+) -> std::collections::BTreeMap<filecoin_proofs_api::SectorId, filecoin_proofs_api::PublicReplicaInfo> {
+    sectors
+        .iter()
+        .map(|&(id, comm_r)| {
+            (filecoin_proofs_api::SectorId::from(id), filecoin_proofs_api::PublicReplicaInfo::new(proof, comm_r))
+        })
+        .collect()
+}
+
+/// Checks a SnapDeals update proof (partition proofs back to back) with
+/// filecoin-proofs' `verify_empty_sector_update_proof`.
+///
+/// # Errors
+/// filecoin-proofs' error.
+pub fn verify_empty_sector_update(
+    proof: crate::RegisteredUpdateProof,
+    proof_bytes: &[u8],
+    comm_r_old: [u8; 32],
+    comm_r_new: [u8; 32],
+    comm_d_new: [u8; 32],
+) -> Result<bool, PorepError> {
+    filecoin_proofs_api::update::verify_empty_sector_update_proof(
+        proof,
+        proof_bytes,
+        comm_r_old,
+        comm_r_new,
+        comm_d_new,
+    )
+    .map_err(|e| PorepError::Circuit(format!("{e:#}")))
+}

@@ -24,7 +24,7 @@ use super::{
 };
 use crate::{
     actors::{engine::Canceller, JobError, StageName},
-    filecoin::{self as fil, PorepError, RegisteredSealProof},
+    filecoin::{self as fil, PorepError},
     Engine, JobHandle, JobOutput, JobSpec, JobTimings,
 };
 
@@ -127,39 +127,53 @@ fn device_health(devices: &[cuzk_gpu::DeviceStats]) -> Vec<proto::DeviceHealth> 
         .collect()
 }
 
-fn circuit_id(p: RegisteredSealProof) -> String {
-    let size = match u64::from(p.sector_size()) {
-        2048 => "2k".to_string(),
-        8_388_608 => "8m".to_string(),
-        536_870_912 => "512m".to_string(),
-        34_359_738_368 => "32g".to_string(),
-        68_719_476_736 => "64g".to_string(),
-        s => s.to_string(),
-    };
-    format!("porep-{size}")
+/// A Curio circuit id (`porep-32g`, `winning-2k`, `wpost-64g`, `snap-512m`).
+fn circuit_for_id(id: &str) -> Result<fil::CircuitId, Status> {
+    fil::CircuitId::from_curio_id(id).map_err(Status::invalid_argument)
 }
 
-fn proof_for_circuit_id(id: &str) -> Result<RegisteredSealProof, Status> {
-    let size = id
-        .strip_prefix("porep-")
-        .ok_or_else(|| Status::unimplemented(format!("circuit `{id}`: only porep-<size> parameters are served")))?;
-    let size = match size {
-        "2k" => "2KiB",
-        "8m" => "8MiB",
-        "512m" => "512MiB",
-        "32g" => "32GiB",
-        "64g" => "64GiB",
-        other => other,
-    };
-    fil::proof_for_sector_size(size).map_err(Status::invalid_argument)
+/// Clears the top two bits of a 32-byte PoSt randomness, as filecoin-ffi does
+/// before it generates or verifies a PoSt (Lotus and Curio pass it so already).
+fn post_randomness(b: &[u8]) -> Result<[u8; 32], Status> {
+    let mut r: [u8; 32] = b
+        .try_into()
+        .map_err(|_| Status::invalid_argument(format!("randomness is {} bytes; a PoSt needs 32", b.len())))?;
+    r[31] &= 0x3f;
+    Ok(r)
+}
+
+/// What a vanilla-proof request's parts weigh together, checked against the input
+/// limit before anything is decoded.
+fn vanilla_bytes(req: &proto::SubmitProofRequest) -> usize {
+    req.vanilla_proofs.iter().map(Vec::len).sum::<usize>() + req.vanilla_proof.len()
+}
+
+/// The vanilla proofs of a PoSt or SnapDeals request: field 11, or (from a client
+/// that packs them in field 10) the JSON array of base64 strings cuzk-bench and
+/// Curio's storage write.
+fn vanilla_list(req: &proto::SubmitProofRequest) -> Result<Vec<Vec<u8>>, Status> {
+    if !req.vanilla_proofs.is_empty() {
+        return Ok(req.vanilla_proofs.clone());
+    }
+    if req.vanilla_proof.is_empty() {
+        return Err(Status::invalid_argument(
+            "vanilla_proofs is empty: it must carry one vanilla proof per sector (PoSt) or per partition (SnapDeals)",
+        ));
+    }
+    fil::vanilla_json(&req.vanilla_proof).map_err(|e| {
+        Status::invalid_argument(format!("vanilla_proofs (field 11) is empty and vanilla_proof is not one: {e}"))
+    })
 }
 
 /// The request id of a submission that carries none: its kind, miner, sector, proof
 /// type and the hash of its input.
-fn content_id(key: &JobKey, input: &[u8]) -> String {
+fn content_id(key: &JobKey, inputs: &[&[u8]]) -> String {
     let mut h = sha2::Sha256::new();
     h.update(format!("{key}").as_bytes());
-    h.update(input);
+    for i in inputs {
+        h.update((i.len() as u64).to_le_bytes());
+        h.update(i);
+    }
     let d = h.finalize();
     format!("auto-{}", d.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
@@ -192,6 +206,106 @@ fn to_response(job_id: &str, r: Result<JobOutput, JobError>) -> proto::AwaitProo
         }
     }
     resp
+}
+
+/// Checks that a request's sector size, when set, is its proof type's: a PoSt or
+/// update proof of another size would be proved against the wrong circuit.
+fn check_sector_size(req: &proto::SubmitProofRequest, proof: &str, size: u64) -> Result<(), Status> {
+    if req.sector_size != 0 && req.sector_size != size {
+        return Err(Status::invalid_argument(format!(
+            "sector_size {} contradicts registered_proof {} ({proof}, {size}-byte sectors)",
+            req.sector_size, req.registered_proof
+        )));
+    }
+    Ok(())
+}
+
+/// A WinningPoSt or WindowPoSt-partition request: the proof type from
+/// `registered_proof` (filecoin-ffi's numbering), the vanilla proofs decoded and
+/// checked against the challenges on receipt (INVALID_ARGUMENT naming the problem),
+/// the circuits handed to the engine built.
+async fn post_spec(
+    req: proto::SubmitProofRequest,
+    key: &JobKey,
+    winning: bool,
+) -> Result<(JobSpec, String, String), Status> {
+    let proof = fil::post_from_number(req.registered_proof).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "registered_proof {} is not a PoSt proof (filecoin-ffi's numbering: 0-4 WinningPoSt, 5-9 WindowPoSt \
+             v1, 10-14 WindowPoSt v1.1; 2KiB to 64GiB)",
+            req.registered_proof
+        ))
+    })?;
+    if fil::post::is_winning(proof) != winning {
+        return Err(Status::invalid_argument(format!(
+            "registered_proof {} is {proof:?}, not a {} proof",
+            req.registered_proof,
+            if winning { "WinningPoSt" } else { "WindowPoSt" }
+        )));
+    }
+    check_sector_size(&req, &format!("{proof:?}"), u64::from(proof.sector_size()))?;
+    let randomness = post_randomness(&req.randomness)?;
+    let vanilla_proofs = vanilla_list(&req)?;
+    let request_id = if req.request_id.is_empty() {
+        let index = req.partition_index.to_le_bytes();
+        let parts: Vec<&[u8]> = std::iter::once(&randomness[..])
+            .chain(std::iter::once(&index[..]))
+            .chain(vanilla_proofs.iter().map(Vec::as_slice))
+            .collect();
+        content_id(key, &parts)
+    } else {
+        req.request_id.clone()
+    };
+    let request = fil::PostRequest {
+        proof,
+        randomness,
+        prover_id: fil::prover_id_from_actor(req.miner_id),
+        vanilla_proofs,
+        partition: (!winning).then_some(req.partition_index as usize),
+    };
+    let parts = tokio::task::spawn_blocking(move || fil::post_circuits(request))
+        .await
+        .map_err(|e| Status::internal(format!("vanilla proof validation: {e}")))?
+        .map_err(|e| Status::invalid_argument(format!("miner {}: {e}", req.miner_id)))?;
+    let spec = JobSpec::prepared(fil::CircuitId::PoSt(proof), parts).with_priority(priority(req.priority));
+    let what = if winning { format!("{proof:?}") } else { format!("{proof:?} partition {}", req.partition_index) };
+    Ok((spec, request_id, what))
+}
+
+/// A SnapDeals request: the update proof type from `registered_proof`, the
+/// commitments (raw 32 bytes or their CIDs) and the vanilla partition proofs
+/// checked against them on receipt.
+async fn update_spec(req: proto::SubmitProofRequest, key: &JobKey) -> Result<(JobSpec, String, String), Status> {
+    let proof = fil::update_from_number(req.registered_proof).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "registered_proof {} is not an update proof (filecoin-ffi's numbering: 0-4, 2KiB to 64GiB)",
+            req.registered_proof
+        ))
+    })?;
+    check_sector_size(&req, &format!("{proof:?}"), u64::from(proof.sector_size()))?;
+    let comm = |name: &str, b: &[u8]| fil::commitment(name, b).map_err(Status::invalid_argument);
+    let (comm_r_old, comm_r_new, comm_d_new) = (
+        comm("comm_r_old", &req.comm_r_old)?,
+        comm("comm_r_new", &req.comm_r_new)?,
+        comm("comm_d_new", &req.comm_d_new)?,
+    );
+    let vanilla_proofs = vanilla_list(&req)?;
+    let request_id = if req.request_id.is_empty() {
+        let parts: Vec<&[u8]> = [&comm_r_old[..], &comm_r_new[..], &comm_d_new[..]]
+            .into_iter()
+            .chain(vanilla_proofs.iter().map(Vec::as_slice))
+            .collect();
+        content_id(key, &parts)
+    } else {
+        req.request_id.clone()
+    };
+    let request = fil::UpdateRequest { proof, vanilla_proofs, comm_r_old, comm_r_new, comm_d_new };
+    let parts = tokio::task::spawn_blocking(move || fil::update_circuits(request))
+        .await
+        .map_err(|e| Status::internal(format!("vanilla proof validation: {e}")))?
+        .map_err(|e| Status::invalid_argument(format!("miner {} sector {}: {e}", req.miner_id, req.sector_number)))?;
+    let spec = JobSpec::prepared(fil::CircuitId::Update(proof), parts).with_priority(priority(req.priority));
+    Ok((spec, request_id, format!("{proof:?}")))
 }
 
 impl Service {
@@ -298,19 +412,16 @@ impl Service {
 
     async fn submit(&self, req: proto::SubmitProofRequest) -> Result<String, Status> {
         self.expire();
-        match ProofKind::try_from(req.proof_kind) {
-            Ok(ProofKind::PorepSealCommit) => {}
-            Ok(k @ (ProofKind::SnapDealsUpdate | ProofKind::WindowPostPartition | ProofKind::WinningPost)) => {
-                return Err(Status::unimplemented(format!(
-                    "{} is not supported by this daemon yet; it proves POREP_SEAL_COMMIT",
-                    k.as_str_name()
-                )))
-            }
+        let kind = match ProofKind::try_from(req.proof_kind) {
             Ok(ProofKind::Unspecified) => {
-                return Err(Status::invalid_argument("proof_kind is unspecified; set POREP_SEAL_COMMIT"))
+                return Err(Status::invalid_argument(
+                    "proof_kind is unspecified; set POREP_SEAL_COMMIT, WINNING_POST, WINDOW_POST_PARTITION or \
+                     SNAP_DEALS_UPDATE",
+                ))
             }
+            Ok(k) => k,
             Err(_) => return Err(Status::invalid_argument(format!("unknown proof_kind {}", req.proof_kind))),
-        }
+        };
         if req.request_id.len() > MAX_REQUEST_ID {
             return Err(Status::invalid_argument(format!(
                 "request_id is {} bytes; at most {MAX_REQUEST_ID}",
@@ -328,18 +439,53 @@ impl Service {
                 return Ok(id);
             }
         }
-        if req.vanilla_proof.is_empty() {
-            return Err(Status::invalid_argument("vanilla_proof is empty: it must carry the C1 output"));
+        let input = vanilla_bytes(&req);
+        if input == 0 {
+            return Err(Status::invalid_argument(match kind {
+                ProofKind::PorepSealCommit => "vanilla_proof is empty: it must carry the C1 output",
+                _ => {
+                    "vanilla_proofs is empty: it must carry one vanilla proof per sector (PoSt) or per partition \
+                      (SnapDeals)"
+                }
+            }));
         }
-        if req.vanilla_proof.len() > self.max_input {
+        if input > self.max_input {
             return Err(Status::resource_exhausted(format!(
-                "vanilla_proof is {} bytes, above the limit of {}",
-                req.vanilla_proof.len(),
+                "the vanilla proofs are {input} bytes, above the limit of {}",
                 self.max_input
             )));
         }
-        // Validate on receipt, so a malformed C1 is an InvalidArgument now and not a
-        // failed job later; the parsed form goes to Ingest, which does not parse again.
+        let (spec, request_id, what) = match kind {
+            ProofKind::PorepSealCommit => self.porep_spec(req, &key).await?,
+            ProofKind::WinningPost | ProofKind::WindowPostPartition => {
+                post_spec(req, &key, kind == ProofKind::WinningPost).await?
+            }
+            ProofKind::SnapDealsUpdate => update_spec(req, &key).await?,
+            ProofKind::Unspecified => unreachable!("refused above"),
+        };
+        // Serialize submissions of one request id, so that a retry racing the
+        // original cannot create a second job.
+        let slot = Submitting::enter(&self.submitting, &request_id);
+        let _turn = slot.lock.lock().await;
+        if let Some(id) = self.existing(&request_id, &key)? {
+            return Ok(id);
+        }
+        let handle = self.engine.submit(spec).await.map_err(submit_status)?;
+        let job_id = self.register(handle, &request_id, key.clone());
+        info!(job = %job_id, kind = kind.as_str_name(), sector = key.sector_number, miner = key.miner_id, proof = %what, "proof submitted");
+        Ok(job_id)
+    }
+
+    /// A PoRep request: its C1 output validated on receipt, so a malformed C1 is an
+    /// InvalidArgument now and not a failed job later; the parsed form goes to
+    /// Ingest, which does not parse again. The C1 is authoritative for the proof type
+    /// and sector size: a request that says otherwise (Curio's cuzk-bench sends
+    /// registered_proof 0 and a 32GiB sector size by default) is logged.
+    async fn porep_spec(
+        &self,
+        req: proto::SubmitProofRequest,
+        key: &JobKey,
+    ) -> Result<(JobSpec, String, String), Status> {
         let bytes = req.vanilla_proof;
         let max = self.max_input;
         // Without a request id, the inputs themselves name the job: a client that
@@ -348,7 +494,7 @@ impl Service {
         let k = key.clone();
         let (c1, request_id) = tokio::task::spawn_blocking(move || {
             let c1 = fil::parse_c1(&bytes, max)?;
-            let id = explicit_id.unwrap_or_else(|| content_id(&k, &bytes));
+            let id = explicit_id.unwrap_or_else(|| content_id(&k, &[&bytes]));
             Ok::<_, PorepError>((c1, id))
         })
         .await
@@ -359,43 +505,25 @@ impl Service {
         })?;
         let proof = c1.registered_proof();
         if req.sector_size != 0 && req.sector_size != u64::from(proof.sector_size()) {
-            return Err(Status::invalid_argument(format!(
-                "sector_size {} does not match the C1 output ({proof:?}, {} bytes)",
-                req.sector_size,
-                u64::from(proof.sector_size())
-            )));
+            warn!(
+                sector_size = req.sector_size,
+                c1 = ?proof,
+                "request's sector_size differs from the C1 output's; proving the C1's"
+            );
         }
-        match fil::proof_from_number(req.registered_proof) {
-            Some(p) if p == proof => {}
-            Some(p) => {
-                return Err(Status::invalid_argument(format!(
-                    "registered_proof {} is {p:?} but the C1 output is for {proof:?}",
-                    req.registered_proof
-                )))
-            }
-            None => {
-                return Err(Status::invalid_argument(format!(
-                    "registered_proof {} is not a seal proof",
-                    req.registered_proof
-                )))
-            }
+        if fil::proof_from_number(req.registered_proof) != Some(proof) {
+            warn!(
+                registered_proof = req.registered_proof,
+                c1 = ?proof,
+                "request's registered_proof differs from the C1 output's; proving the C1's"
+            );
         }
         let prover_id = fil::prover_id_from_actor(req.miner_id);
         fil::check_replica_id(&c1, &prover_id, req.sector_number).map_err(|e| {
             Status::invalid_argument(format!("miner {} sector {}: {e}", req.miner_id, req.sector_number))
         })?;
         let spec = JobSpec::porep_parsed(c1, prover_id, req.sector_number).with_priority(priority(req.priority));
-        // Serialize submissions of one request id, so that a retry racing the
-        // original cannot create a second job.
-        let slot = Submitting::enter(&self.submitting, &request_id);
-        let _turn = slot.lock.lock().await;
-        if let Some(id) = self.existing(&request_id, &key)? {
-            return Ok(id);
-        }
-        let handle = self.engine.submit(spec).await.map_err(submit_status)?;
-        let job_id = self.register(handle, &request_id, key);
-        info!(job = %job_id, sector = req.sector_number, miner = req.miner_id, proof = ?proof, "proof submitted");
-        Ok(job_id)
+        Ok((spec, request_id, format!("{proof:?}")))
     }
 
     /// Makes a submitted job visible to AwaitProof / CancelProof (and, with a
@@ -540,19 +668,31 @@ impl ProvingEngine for Service {
             .resident()
             .into_iter()
             .map(|(p, bytes, refs)| proto::SrsStatus {
-                circuit_id: circuit_id(p),
+                circuit_id: p.curio_id(),
                 tier: proto::srs_status::Tier::Hot as i32,
                 size_bytes: bytes,
                 ref_count: u32::try_from(refs).unwrap_or(u32::MAX),
             })
             .collect();
+        // Per proof kind, in jobs, under the names Curio's server uses; per-stage
+        // queues are in cuzk.ext.v1's GetPipeline.
         let queues = snap
-            .stages
+            .jobs
+            .by_kind
             .iter()
-            .map(|s| proto::QueueStatus {
-                proof_kind: s.stage.as_str().to_string(),
-                pending: u32::try_from(s.queue_len).unwrap_or(u32::MAX),
-                in_progress: u32::try_from(s.in_flight).unwrap_or(u32::MAX),
+            .filter_map(|k| {
+                let name = match k.kind {
+                    "porep" => "porep-c2",
+                    "snap_deals" => "snap-update",
+                    "window_post" => "window-post",
+                    "winning_post" => "winning-post",
+                    _ => return None,
+                };
+                Some(proto::QueueStatus {
+                    proof_kind: name.to_string(),
+                    pending: u32::try_from(k.pending).unwrap_or(u32::MAX),
+                    in_progress: u32::try_from(k.in_progress).unwrap_or(u32::MAX),
+                })
             })
             .collect();
         let gpus = tokio::task::spawn_blocking(crate::metrics::gpus)
@@ -596,7 +736,7 @@ impl ProvingEngine for Service {
         &self,
         request: Request<proto::PreloadSrsRequest>,
     ) -> Result<Response<proto::PreloadSrsResponse>, Status> {
-        let proof = proof_for_circuit_id(&request.into_inner().circuit_id)?;
+        let proof = circuit_for_id(&request.into_inner().circuit_id)?;
         let params = self.engine.params().clone();
         if params.is_resident(proof) {
             return Ok(Response::new(proto::PreloadSrsResponse { already_loaded: true, load_time_ms: 0 }));
@@ -616,7 +756,7 @@ impl ProvingEngine for Service {
         &self,
         request: Request<proto::EvictSrsRequest>,
     ) -> Result<Response<proto::EvictSrsResponse>, Status> {
-        let proof = proof_for_circuit_id(&request.into_inner().circuit_id)?;
+        let proof = circuit_for_id(&request.into_inner().circuit_id)?;
         let freed = self.engine.params().evict(proof).map_err(Status::failed_precondition)?;
         Ok(Response::new(proto::EvictSrsResponse { was_loaded: freed.is_some(), freed_bytes: freed.unwrap_or(0) }))
     }

@@ -36,7 +36,8 @@ pub fn param_cache() -> PathBuf {
 /// Generates `proof`'s test parameters in `dir` unless they are there. Test binaries
 /// run one after another, so one generates and the others reuse; the .vk is renamed
 /// into place last, marking the pair complete.
-pub fn ensure_params(dir: &std::path::Path, proof: RegisteredSealProof) {
+pub fn ensure_params(dir: &std::path::Path, proof: impl Into<fil::CircuitId>) {
+    let proof = proof.into();
     static LOCK: Mutex<()> = Mutex::new(());
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let (params, vk) = fil::parameter_files(dir, proof).unwrap();
@@ -44,12 +45,12 @@ pub fn ensure_params(dir: &std::path::Path, proof: RegisteredSealProof) {
         use rand::SeedableRng;
         let t = std::time::Instant::now();
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
-        let key = cuzk::srs::generate_random(fil::blank_circuit(proof).unwrap(), &mut rng).unwrap();
+        let key = cuzk::srs::generate_random(fil::blank_circuit_of(proof).unwrap(), &mut rng).unwrap();
         key.write(&params).unwrap();
         let tmp = vk.with_extension("vk.tmp");
         key.vk.write(std::fs::File::create(&tmp).unwrap()).unwrap();
         std::fs::rename(&tmp, &vk).unwrap();
-        eprintln!("generated {proof:?} test parameters in {:?}", t.elapsed());
+        eprintln!("generated {proof} test parameters in {:?}", t.elapsed());
     }
 }
 
@@ -78,6 +79,13 @@ pub fn fixture_for(proof: RegisteredSealProof, seed: u64) -> C1Fixture {
     let f = fil::generate_c1(proof, seed, &dir).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     f
+}
+
+/// A fresh work directory for filecoin-proofs fixtures.
+pub fn work_dir(name: &str) -> PathBuf {
+    let dir = tmp_root().join(format!("cuzk-porep/{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }
 
 pub fn verify(f: &C1Fixture, sector_id: u64, proof: &[u8]) -> bool {

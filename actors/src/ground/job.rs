@@ -195,18 +195,34 @@ pub enum JobInput {
     /// A Filecoin PoRep commit phase 2: the C1 output (either format), parsed and
     /// split into partitions by Ingest, which also finds the parameters.
     PoRep(PorepInput),
+    /// A WinningPoSt or WindowPoSt from vanilla proofs (one partition, or all).
+    PoSt(cuzk_filecoin::PostRequest),
+    /// A SnapDeals update proof from vanilla partition proofs and commitments.
+    Update(cuzk_filecoin::UpdateRequest),
+    /// A PoSt or SnapDeals proof whose circuits a caller already built from vanilla
+    /// proofs it checked on receipt (the daemon, to refuse bad input at once).
+    Prepared(PreparedProof),
+}
+
+/// Partition circuits of one Filecoin circuit, built and checked.
+pub struct PreparedProof {
+    pub circuit: cuzk_filecoin::CircuitId,
+    pub partitions: Vec<cuzk_filecoin::Partition>,
 }
 
 impl JobInput {
     /// Every value of [`JobInput::kind`], for metrics that list each kind from the
     /// start.
-    pub const KINDS: [&'static str; 2] = ["circuits", "porep"];
+    pub const KINDS: [&'static str; 5] = ["circuits", "porep", "winning_post", "window_post", "snap_deals"];
 
     /// The `kind` label of the job metrics.
     pub fn kind(&self) -> &'static str {
         match self {
             JobInput::Circuits(_) => "circuits",
             JobInput::PoRep(_) => "porep",
+            JobInput::PoSt(p) => cuzk_filecoin::post::post_kind(p.proof),
+            JobInput::Update(_) => "snap_deals",
+            JobInput::Prepared(p) => p.circuit.kind(),
         }
     }
 }
@@ -231,6 +247,9 @@ impl fmt::Debug for JobInput {
         match self {
             JobInput::Circuits(c) => write!(f, "Circuits({})", c.len()),
             JobInput::PoRep(p) => write!(f, "PoRep(sector {})", p.sector_id),
+            JobInput::PoSt(p) => write!(f, "PoSt({:?}, {} vanilla proofs)", p.proof, p.vanilla_proofs.len()),
+            JobInput::Update(u) => write!(f, "Update({:?})", u.proof),
+            JobInput::Prepared(p) => write!(f, "Prepared({}, {} partitions)", p.circuit, p.partitions.len()),
         }
     }
 }
@@ -294,6 +313,48 @@ impl JobSpec {
         }
     }
 
+    /// Proves a WinningPoSt or WindowPoSt from vanilla proofs. Ingest checks them,
+    /// finds the parameters and splits the proof into partitions; the result is the
+    /// partition proofs in order ([`JobOutput::proof_bytes`] is what
+    /// `generate_winning_post_with_vanilla`, `generate_window_post_with_vanilla` or,
+    /// for one partition, `generate_single_window_post_with_vanilla` returns).
+    pub fn post(req: cuzk_filecoin::PostRequest) -> Self {
+        JobSpec {
+            srs: None,
+            input: JobInput::PoSt(req),
+            partitions: None,
+            randomness: Randomness::Os,
+            priority: 0,
+            fault: None,
+        }
+    }
+
+    /// Proves a SnapDeals update ([`JobOutput::proof_bytes`] is what
+    /// `generate_empty_sector_update_proof_with_vanilla` returns).
+    pub fn update(req: cuzk_filecoin::UpdateRequest) -> Self {
+        JobSpec {
+            srs: None,
+            input: JobInput::Update(req),
+            partitions: None,
+            randomness: Randomness::Os,
+            priority: 0,
+            fault: None,
+        }
+    }
+
+    /// Proves partitions built from checked vanilla proofs
+    /// (`cuzk_filecoin::post_circuits`, `update_circuits`).
+    pub fn prepared(circuit: cuzk_filecoin::CircuitId, partitions: Vec<cuzk_filecoin::Partition>) -> Self {
+        JobSpec {
+            srs: None,
+            input: JobInput::Prepared(PreparedProof { circuit, partitions }),
+            partitions: None,
+            randomness: Randomness::Os,
+            priority: 0,
+            fault: None,
+        }
+    }
+
     /// Uses these `(r, s)` pairs, one per partition (for byte-reproducible proofs).
     pub fn with_randomness(mut self, rs: Vec<(Scalar, Scalar)>) -> Self {
         self.randomness = Randomness::Given(rs);
@@ -306,7 +367,9 @@ impl JobSpec {
         self
     }
 
-    /// Higher values overtake lower ones in every stage queue (default 0).
+    /// Higher values overtake lower ones in every stage queue (default 0). The
+    /// engine adds its per-kind base (`[ingest.priority]`: WinningPoSt first, then
+    /// WindowPoSt, by default).
     pub fn with_priority(mut self, priority: i32) -> Self {
         self.priority = priority;
         self
@@ -364,6 +427,9 @@ pub struct JobContext {
     pub fault: Option<Fault>,
     /// What the job proves, for per-kind metrics: [`JobInput::kind`].
     pub kind: &'static str,
+    /// Set when a partition of the job first starts synthesis: the job is in
+    /// progress, no longer pending (GetStatus's per-kind queues).
+    pub(crate) started: AtomicBool,
 }
 
 impl JobContext {
@@ -401,6 +467,16 @@ impl JobContext {
         let _ = self.srs.set(srs);
         self.shape.set((partitions, rs)).map_err(|_| "job shape set twice".to_string())
     }
+    /// Marks the job as in progress (a partition is being synthesized).
+    pub fn mark_started(&self) {
+        self.started.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a partition of the job has started synthesis.
+    pub fn is_started(&self) -> bool {
+        self.started.load(Ordering::Relaxed)
+    }
+
     /// The fault to apply in `stage` to `partition`, if any.
     pub fn fault_for(&self, stage: StageName, partition: u32) -> Option<FaultKind> {
         self.fault.filter(|f| f.stage == stage && f.partition.is_none_or(|p| p == partition)).map(|f| f.kind)

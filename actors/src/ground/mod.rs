@@ -19,7 +19,7 @@ pub use control::PartitionFailed;
 pub use error::{BudgetError, EngineError, JobError, StageError, SubmitError};
 pub use job::{
     Aggregation, BoxedCircuit, CancelToken, ErasedCircuit, Fault, FaultKind, JobContext, JobId, JobInput, JobOutput,
-    JobSpec, JobTimings, PorepC1, PorepInput, StageName, StageTiming,
+    JobSpec, JobTimings, PorepC1, PorepInput, PreparedProof, StageName, StageTiming,
 };
 pub use payload::{Assignment, PartitionCircuit, PartitionProof, PreparedPartition, ProvedPartition, UploadedWork};
 pub use services::{ParameterSource, Plan, RecordingStore};

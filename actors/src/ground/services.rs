@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cuzk_filecoin::{IppSrs, RegisteredSealProof};
+use cuzk_filecoin::{CircuitId, IppSrs};
 use cuzk_srs::ProvingKey;
 use cuzk_synth::Precompiled;
 
@@ -12,17 +12,17 @@ use crate::ground::error::StageError;
 
 /// Where Ingest finds a Filecoin proof's parameters (`services::params::ParamCache`).
 pub trait ParameterSource: Send + Sync {
-    /// The parameters of `proof`, loaded (and charged to the host budget) when they
-    /// are not resident.
+    /// The parameters of `circuit` (a PoRep, PoSt or update circuit), loaded (and
+    /// charged to the host budget) when they are not resident.
     ///
     /// # Errors
     /// A missing or corrupt file, or no room in the budget, named in the error.
-    fn seal_params(&self, proof: RegisteredSealProof) -> Result<Arc<ProvingKey>, StageError>;
+    fn params(&self, circuit: CircuitId) -> Result<Arc<ProvingKey>, StageError>;
 
     /// SnarkPack's inner-product SRS, for non-interactive PoRep.
     ///
     /// # Errors
-    /// As [`ParameterSource::seal_params`].
+    /// As [`ParameterSource::params`].
     fn ipp_srs(&self) -> Result<Arc<IppSrs>, StageError>;
 }
 

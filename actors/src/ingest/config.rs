@@ -26,6 +26,42 @@ pub struct IngestConfig {
     /// Check every parameter point's subgroup membership when loading (slower; the
     /// daemon sets it from `[srs] subgroup_checks`).
     pub subgroup_checks: bool,
+    /// `[ingest.priority]`: added to every job's priority by its kind, so that proofs
+    /// with a deadline of seconds (WinningPoSt) or minutes (WindowPoSt) overtake
+    /// PoRep and SnapDeals (deadline: hours) in every stage queue.
+    pub priority: KindPriority,
+}
+
+/// Priority added to a job by its kind (higher overtakes lower in every stage queue;
+/// a request's own priority, -1..2 over gRPC, is added to it).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct KindPriority {
+    pub winning_post: i32,
+    pub window_post: i32,
+    pub porep: i32,
+    pub snap_deals: i32,
+    /// Jobs of arbitrary circuits (`JobSpec::circuits`, synthetic benchmarks).
+    pub circuits: i32,
+}
+
+impl Default for KindPriority {
+    fn default() -> Self {
+        KindPriority { winning_post: 200, window_post: 100, porep: 0, snap_deals: 0, circuits: 0 }
+    }
+}
+
+impl KindPriority {
+    /// The base of a job kind (`JobInput::kind`).
+    pub fn of(&self, kind: &str) -> i32 {
+        match kind {
+            "winning_post" => self.winning_post,
+            "window_post" => self.window_post,
+            "porep" => self.porep,
+            "snap_deals" => self.snap_deals,
+            _ => self.circuits,
+        }
+    }
 }
 
 impl Default for IngestConfig {
@@ -38,6 +74,7 @@ impl Default for IngestConfig {
             param_cache: PathBuf::new(),
             preload: Vec::new(),
             subgroup_checks: false,
+            priority: KindPriority::default(),
         }
     }
 }

@@ -5,8 +5,10 @@ mod config;
 
 use std::sync::Arc;
 
-pub use config::IngestConfig;
-use cuzk_filecoin::{check_replica_id, parse_c1, partition_circuits, PorepPartition};
+pub use config::{IngestConfig, KindPriority};
+use cuzk_filecoin::{
+    check_replica_id, parse_c1, partition_circuits, post_circuits, update_circuits, CircuitId, Partition,
+};
 use cuzk_synth::{Assignment, Precompiled, SynthError, SynthMode};
 
 use crate::{
@@ -21,19 +23,28 @@ pub struct Ingest {
     pub max_input_bytes: usize,
 }
 
-/// A PoRep partition as an erased circuit.
-struct Porep(PorepPartition);
+/// A Filecoin partition as an erased circuit.
+struct Filecoin {
+    partition: Partition,
+    precompile: bool,
+}
 
-impl ErasedCircuit for Porep {
+impl ErasedCircuit for Filecoin {
     fn synthesize_with(self: Box<Self>, mode: SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> {
-        self.0.synthesize_with(mode)
+        self.partition.synthesize_with(mode)
     }
 
-    /// PoRep synthesis (SHA-256 and Poseidon gadgets) is most of a partition's CPU
-    /// time, and every partition of a proof type has the same structure.
     fn precompile(&self) -> bool {
-        true
+        self.precompile
     }
+}
+
+/// Erases Filecoin partitions. PoRep, WindowPoSt and SnapDeals synthesis (SHA-256
+/// and Poseidon gadgets) is most of a partition's CPU time and every partition of a
+/// circuit has the same structure, so they are pre-compiled. WinningPoSt is not:
+/// its deadline is seconds, and the first proof would pay for the recording.
+fn erase(parts: Vec<Partition>, precompile: bool) -> Vec<Box<dyn ErasedCircuit>> {
+    parts.into_iter().map(|partition| Box::new(Filecoin { partition, precompile }) as Box<dyn ErasedCircuit>).collect()
 }
 
 impl Stage for Ingest {
@@ -68,13 +79,32 @@ impl Stage for Ingest {
                     let agg = Aggregation { srs: self.params.ipp_srs()?, comm_r: c1.output.comm_r };
                     let _ = base.job.aggregation.set(agg);
                 }
-                let srs = self.params.seal_params(c1.registered_proof())?;
+                let srs = self.params.params(CircuitId::Seal(c1.registered_proof()))?;
                 base.job.set_shape(srs, c1.partitions()).map_err(StageError::msg)?;
-                partition_circuits(c1)
-                    .map_err(StageError::failed)?
-                    .into_iter()
-                    .map(|c| Box::new(Porep(c)) as Box<dyn ErasedCircuit>)
-                    .collect()
+                erase(partition_circuits(c1).map_err(StageError::failed)?, true)
+            }
+            // The vanilla proofs are checked (and the circuits built) before the
+            // parameters are found, so a bad input fails at once, without a load.
+            JobInput::PoSt(req) => {
+                let circuit = CircuitId::PoSt(req.proof);
+                let winning = cuzk_filecoin::post::is_winning(req.proof);
+                let parts = post_circuits(req).map_err(StageError::failed)?;
+                base.job.set_shape(self.params.params(circuit)?, parts.len()).map_err(StageError::msg)?;
+                erase(parts, !winning)
+            }
+            JobInput::Update(req) => {
+                let circuit = CircuitId::Update(req.proof);
+                let parts = update_circuits(req).map_err(StageError::failed)?;
+                base.job.set_shape(self.params.params(circuit)?, parts.len()).map_err(StageError::msg)?;
+                erase(parts, true)
+            }
+            JobInput::Prepared(p) => {
+                if p.partitions.is_empty() {
+                    return Err(StageError::msg(format!("{}: no partitions", p.circuit)));
+                }
+                let winning = matches!(p.circuit, CircuitId::PoSt(q) if cuzk_filecoin::post::is_winning(q));
+                base.job.set_shape(self.params.params(p.circuit)?, p.partitions.len()).map_err(StageError::msg)?;
+                erase(p.partitions, !winning)
             }
         };
         Ok(circuits

@@ -10,7 +10,7 @@ use std::{
     time::Instant,
 };
 
-use cuzk_filecoin::{ipp_srs_bytes, ipp_srs_file, load_ipp_srs, parameter_files, IppSrs, RegisteredSealProof};
+use cuzk_filecoin::{ipp_srs_bytes, ipp_srs_file, load_ipp_srs, parameter_files, CircuitId, IppSrs};
 use cuzk_srs::{LoadOptions, ProvingKey};
 use tracing::{info, warn};
 
@@ -20,7 +20,7 @@ use crate::{
 };
 
 struct Resident {
-    proof: RegisteredSealProof,
+    proof: CircuitId,
     key: Arc<ProvingKey>,
     /// Bytes reserved from the host budget for it.
     bytes: u64,
@@ -90,7 +90,7 @@ impl ParamCache {
     ///
     /// # Errors
     /// When the thread cannot be started.
-    pub fn preload(self: &Arc<Self>, proofs: Vec<RegisteredSealProof>) -> std::io::Result<()> {
+    pub fn preload(self: &Arc<Self>, proofs: Vec<CircuitId>) -> std::io::Result<()> {
         if proofs.is_empty() {
             return Ok(());
         }
@@ -98,7 +98,7 @@ impl ParamCache {
         std::thread::Builder::new().name("cuzk-preload".into()).spawn(move || {
             for proof in proofs {
                 if let Err(e) = cache.get(proof) {
-                    warn!(proof = ?proof, error = %e, "preloading parameters failed");
+                    warn!(circuit = %proof, error = %e, "preloading parameters failed");
                 }
             }
         })?;
@@ -112,13 +112,13 @@ impl ParamCache {
 
     /// What is resident: proof type, bytes, and how many holders besides the cache
     /// (jobs using it).
-    pub fn resident(&self) -> Vec<(RegisteredSealProof, u64, usize)> {
+    pub fn resident(&self) -> Vec<(CircuitId, u64, usize)> {
         self.lock().values().map(|r| (r.proof, r.bytes, Arc::strong_count(&r.key) - 1)).collect()
     }
 
     /// Whether `proof`'s parameter file is resident (proof types that share a file,
     /// like v1.1 and its synthetic-PoRep variant, share the answer).
-    pub fn is_resident(&self, proof: RegisteredSealProof) -> bool {
+    pub fn is_resident(&self, proof: impl Into<CircuitId>) -> bool {
         parameter_files(&self.dir, proof).is_ok_and(|(path, _)| self.lock().contains_key(&path))
     }
 
@@ -128,13 +128,14 @@ impl ParamCache {
     /// # Errors
     /// When jobs are using them (the memory would still be in use, so the budget
     /// must not get it back): the message says how many.
-    pub fn evict(&self, proof: RegisteredSealProof) -> Result<Option<u64>, String> {
+    pub fn evict(&self, proof: impl Into<CircuitId>) -> Result<Option<u64>, String> {
+        let proof = proof.into();
         let (path, _) = parameter_files(&self.dir, proof).map_err(|e| e.to_string())?;
         let mut map = self.lock();
         let Some(r) = map.get(&path) else { return Ok(None) };
         let users = Arc::strong_count(&r.key) - 1;
         if users > 0 {
-            return Err(format!("{proof:?} parameters are in use by {users} job(s); evict them when idle"));
+            return Err(format!("{proof} parameters are in use by {users} job(s); evict them when idle"));
         }
         let freed = map.remove(&path).map(|r| r.bytes);
         drop(map);
@@ -243,7 +244,8 @@ impl ParamCache {
     /// # Errors
     /// When the file is missing (the error names the expected path and how to get
     /// it), invalid, or larger than the whole host budget.
-    pub fn get(&self, proof: RegisteredSealProof) -> Result<Arc<ProvingKey>, StageError> {
+    pub fn get(&self, proof: impl Into<CircuitId>) -> Result<Arc<ProvingKey>, StageError> {
+        let proof = proof.into();
         let (path, _) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
         if let Some(k) = self.hit(&path) {
             return Ok(k);
@@ -258,9 +260,15 @@ impl ParamCache {
             Ok(m) => m.len(),
             Err(_) => {
                 return Err(StageError::msg(format!(
-                    "parameters for {proof:?} not found: expected {} (set ingest.param_cache or \
-                     FIL_PROOFS_PARAMETER_CACHE; test parameters: `cuzk srs gen --porep <size> --cache {}`)",
+                    "parameters for {proof} not found: expected {} (set ingest.param_cache or \
+                     FIL_PROOFS_PARAMETER_CACHE; test parameters: `cuzk srs gen --{} <size> --cache {}`)",
                     path.display(),
+                    match proof {
+                        CircuitId::Seal(_) => "porep",
+                        CircuitId::PoSt(p) if cuzk_filecoin::post::is_winning(p) => "winning-post",
+                        CircuitId::PoSt(_) => "window-post",
+                        CircuitId::Update(_) => "snap-deals",
+                    },
                     self.dir.display()
                 )))
             }
@@ -292,11 +300,12 @@ impl ParamCache {
     ///
     /// # Errors
     /// When `proof` already has resident parameters, or the budget cannot hold these.
-    pub fn insert(&self, proof: RegisteredSealProof, key: Arc<ProvingKey>) -> Result<(), StageError> {
+    pub fn insert(&self, proof: impl Into<CircuitId>, key: Arc<ProvingKey>) -> Result<(), StageError> {
+        let proof = proof.into();
         let (path, _) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
         let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
         if self.lock().contains_key(&path) {
-            return Err(StageError::msg(format!("{proof:?} already has resident parameters ({})", path.display())));
+            return Err(StageError::msg(format!("{proof} already has resident parameters ({})", path.display())));
         }
         let bytes = key.heap_bytes();
         let reservation = self.reserve_room(bytes)?;
@@ -309,7 +318,7 @@ impl ParamCache {
             _reservation: reservation,
         };
         self.lock().insert(path, resident);
-        info!(proof = ?proof, bytes, "parameters inserted in memory");
+        info!(circuit = %proof, bytes, "parameters inserted in memory");
         if let Some(f) = self.on_load.get() {
             f(&key);
         }
@@ -318,8 +327,8 @@ impl ParamCache {
 }
 
 impl ParameterSource for ParamCache {
-    fn seal_params(&self, proof: RegisteredSealProof) -> Result<Arc<ProvingKey>, StageError> {
-        self.get(proof)
+    fn params(&self, circuit: CircuitId) -> Result<Arc<ProvingKey>, StageError> {
+        self.get(circuit)
     }
     fn ipp_srs(&self) -> Result<Arc<IppSrs>, StageError> {
         ParamCache::ipp_srs(self)
@@ -329,6 +338,7 @@ impl ParameterSource for ParamCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cuzk_filecoin::RegisteredSealProof;
     use cuzk_synth::{SyntheticCircuit, SyntheticSpec};
     use rand::SeedableRng;
 

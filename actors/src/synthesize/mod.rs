@@ -96,6 +96,7 @@ impl Stage for Synthesize {
     fn process(&self, item: WorkItem<PartitionCircuit>) -> Result<Vec<WorkItem<Assignment>>, StageError> {
         lower_priority(self.nice);
         let (PartitionCircuit(circuit), mut base) = item.take();
+        base.job.mark_started();
         let key = base.job.srs().clone();
         let plan = if circuit.precompile() { self.recordings.plan(&key) } else { Plan::Plain };
         // A recording that panics must not leave its slot claimed forever.

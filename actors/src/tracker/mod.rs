@@ -42,6 +42,18 @@ pub struct JobCounts {
     /// Submission-to-result time of ended jobs, per kind and outcome (every kind
     /// and outcome listed from the start, at zero).
     pub latency: Vec<JobLatency>,
+    /// Jobs in flight per kind (every kind listed, at zero when none).
+    pub by_kind: Vec<KindJobs>,
+}
+
+/// Jobs of one kind in flight.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct KindJobs {
+    pub kind: &'static str,
+    /// Submitted, no partition synthesized yet.
+    pub pending: u64,
+    /// A partition has started synthesis.
+    pub in_progress: u64,
 }
 
 /// Upper bounds, in seconds, of the job latency histogram's buckets: from a 2KiB
@@ -251,6 +263,17 @@ impl Handler<Counts> for JobTracker {
     fn handle(&mut self, _: Counts, _: &mut Context<Self>) -> Self::Result {
         let mut c = self.counts.clone();
         c.in_flight = self.jobs.len() as u64;
+        c.by_kind =
+            crate::ground::JobInput::KINDS.iter().map(|&kind| KindJobs { kind, ..KindJobs::default() }).collect();
+        for e in self.jobs.values() {
+            if let Some(k) = c.by_kind.iter_mut().find(|k| k.kind == e.ctx.kind) {
+                if e.ctx.is_started() {
+                    k.in_progress += 1;
+                } else {
+                    k.pending += 1;
+                }
+            }
+        }
         MessageResult(c)
     }
 }
