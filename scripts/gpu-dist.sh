@@ -15,7 +15,7 @@ cargo build --release --bin cuzk
 cp target/release/cuzk "$out/cuzk"
 
 # Test binaries: `cargo test --no-run` prints where they are.
-for t in "-p cuzk --test gpu" "-p cuzk-gpu --test cuda_vs_cpu"; do
+for t in "-p cuzk --test gpu" "-p cuzk-gpu --test cuda_vs_cpu" "-p cuzk --test post_update"; do
     # shellcheck disable=SC2086
     exe=$(cargo test --release $t --no-run --message-format=json 2>/dev/null \
         | python3 -c 'import json,sys

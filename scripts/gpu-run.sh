@@ -16,7 +16,11 @@
 #   MULTI_CONFIGS="0:1 all:1" as devices:stage_pcie-workers entries),
 #   "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
 #   "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
-#   and "full" (32GiB/64GiB shape-only C1s against in-memory timing parameters, below)
+#   "full" (32GiB/64GiB shape-only C1s against in-memory timing parameters, below),
+#   "kinds" (tests/post_update.rs on this host's backend: WinningPoSt, WindowPoSt and
+#   SnapDeals proofs checked by filecoin-proofs' verifiers) and "deadline" (`cuzk
+#   bench deadline`: WinningPoSt / WindowPoSt-partition latency alone and under a
+#   2KiB PoRep stream; DEADLINE_COUNT=20, DEADLINE_LOAD=32 PoRep jobs in flight)
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/cuzk-out}
@@ -47,6 +51,20 @@ if [[ " $PHASES " == *" tests "* ]]; then
             timeout "${TEST_TIMEOUT:-400}" "$D/cuda_vs_cpu" --include-ignored --nocapture --test-threads 1 > "$OUT/test-cuda-vs-cpu.log" 2>&1
         say "test cuda_vs_cpu rc=$? ($(( $(date +%s) - t )) s): $(grep -E '^test result' "$OUT/test-cuda-vs-cpu.log")"
     fi
+fi
+
+if [[ " $PHASES " == *" kinds "* ]] && [ -x "$D/post_update" ]; then
+    t=$(date +%s)
+    FIL_PROOFS_PARENT_CACHE=/tmp/cuzk-parents timeout "${TEST_TIMEOUT:-400}" "$D/post_update" --nocapture --test-threads 1 > "$OUT/test-kinds.log" 2>&1
+    say "test post_update rc=$? ($(( $(date +%s) - t )) s): $(grep -E '^test result' "$OUT/test-kinds.log")"
+fi
+if [[ " $PHASES " == *" deadline "* ]]; then
+    printf '[backend]\nkind = "gpu"\n[ingest]\nparam_cache = "/tmp/cuzk-params/deadline"\n' > "$OUT/deadline.toml"
+    t=$(date +%s)
+    FIL_PROOFS_PARENT_CACHE=/tmp/cuzk-parents timeout "${DEADLINE_TIMEOUT:-900}" "$D/cuzk" --config "$OUT/deadline.toml" bench deadline \
+        --count "${DEADLINE_COUNT:-20}" --load-inflight "${DEADLINE_LOAD:-32}" > "$OUT/deadline.log" 2>&1
+    say "bench deadline rc=$? ($(( $(date +%s) - t )) s)"
+    grep -E '^(backend|phase|alone|under|WinningPoSt:|WindowPoSt partition:)' "$OUT/deadline.log" | tee -a "$summary"
 fi
 
 if [[ " $PHASES " == *" bench "* ]]; then

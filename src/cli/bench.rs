@@ -39,6 +39,9 @@ enum BenchSub {
     /// The synthetic stream at every combination of synthesis workers and GPU workers
     /// per device; prints the throughput table.
     Sweep(SweepArgs),
+    /// WinningPoSt and WindowPoSt-partition latency (p50/p99), alone and under a
+    /// saturating 2KiB PoRep stream, on this host's backend.
+    Deadline(super::deadline::DeadlineArgs),
 }
 
 #[derive(Args)]
@@ -176,6 +179,7 @@ pub fn run(cfg: &Config, config: Option<&Path>, b: BenchCmd) -> Result<ExitCode>
         BenchCmd { sub: None, args } => stream(cfg, config, args),
         BenchCmd { sub: Some(BenchSub::Batch(a)), .. } => batch(a),
         BenchCmd { sub: Some(BenchSub::Sweep(a)), .. } => sweep(cfg, a),
+        BenchCmd { sub: Some(BenchSub::Deadline(a)), .. } => super::deadline::run(cfg, a),
     }
 }
 

@@ -4,7 +4,9 @@
 
 mod bench;
 mod daemon;
+mod deadline;
 mod gen_c1;
+mod gen_vanilla;
 mod prove;
 mod size;
 mod srs;
@@ -47,6 +49,9 @@ enum Command {
     Bench(Box<bench::BenchCmd>),
     /// Seal random data with filecoin-proofs and write its C1 output (test fixture).
     GenC1(gen_c1::GenC1Args),
+    /// Seal test sectors with filecoin-proofs and write the vanilla proofs of a
+    /// WinningPoSt, WindowPoSt or SnapDeals update, with the request's fields.
+    GenVanilla(gen_vanilla::GenVanillaArgs),
     /// Serve the cuzk.v1 gRPC API and Prometheus metrics until SIGINT/SIGTERM.
     Daemon,
     /// What a sector size's PoRep proof needs of this host: parameters, recording and
@@ -63,6 +68,7 @@ impl Cli {
             Command::Prove(a) => prove::run(cfg, a),
             Command::Bench(b) => bench::run(cfg, self.config.as_deref(), *b),
             Command::GenC1(a) => gen_c1::run(a),
+            Command::GenVanilla(a) => gen_vanilla::run(a),
             Command::Daemon => daemon::run(cfg),
             Command::Size(a) => size::run(cfg, a),
         }

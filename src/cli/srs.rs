@@ -37,15 +37,20 @@ pub struct SrsGenArgs {
     #[command(flatten)]
     circuit: CircuitArgs,
     /// Output file (synthetic circuits).
-    #[arg(long, value_name = "FILE", required_unless_present = "porep")]
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["porep", "filecoin"])]
     out: Option<PathBuf>,
     /// Parameters for Filecoin's PoRep circuit of this sector size (2KiB, 8MiB,
     /// 512MiB, ...; API v1.1), written under Filecoin's names into --cache.
     #[arg(long, value_name = "SIZE", conflicts_with_all = ["synthetic", "constraints", "out"])]
     porep: Option<String>,
-    /// Parameter cache directory for --porep (default: FIL_PROOFS_PARAMETER_CACHE or
-    /// /var/tmp/filecoin-proof-parameters).
-    #[arg(long, value_name = "DIR", requires = "porep")]
+    /// Parameters for any Filecoin circuit by Curio's circuit id: porep-2k,
+    /// winning-2k (WinningPoSt), wpost-2k (WindowPoSt), snap-2k (SnapDeals update);
+    /// sizes 2k, 8m, 512m, 32g, 64g. Written under Filecoin's names into --cache.
+    #[arg(long = "circuit", value_name = "ID", conflicts_with_all = ["synthetic", "constraints", "out", "porep", "timing"])]
+    filecoin: Option<String>,
+    /// Parameter cache directory for --porep / --circuit (default:
+    /// FIL_PROOFS_PARAMETER_CACHE or /var/tmp/filecoin-proof-parameters).
+    #[arg(long, value_name = "DIR")]
     cache: Option<PathBuf>,
     /// Seed of the toxic waste (default: random). Test parameters only.
     #[arg(long)]
@@ -69,10 +74,20 @@ pub enum Generator {
 pub fn run(cfg: &Config, cmd: SrsCmd) -> Result<ExitCode> {
     match cmd {
         SrsCmd::LoadBench { file } => load_bench(&file)?,
-        SrsCmd::Gen(a) => match &a.porep {
-            Some(size) if a.timing => gen_porep_timing(size, a.cache.clone(), a.seed)?,
-            Some(size) => gen_porep(size, a.cache.clone(), a.seed)?,
-            None => generate(a.circuit.spec()?, a.seed, a.out.as_deref().context("--out is required")?, a.generator)?,
+        SrsCmd::Gen(a) => match (&a.porep, &a.filecoin) {
+            (Some(size), _) if a.timing => gen_porep_timing(size, a.cache.clone(), a.seed)?,
+            (Some(size), _) => {
+                let proof = cuzk::filecoin::proof_for_sector_size(size).map_err(anyhow::Error::msg)?;
+                gen_circuit(proof.into(), a.cache.clone(), a.seed)?
+            }
+            (None, Some(id)) => {
+                let id = cuzk::filecoin::CircuitId::from_curio_id(id).map_err(anyhow::Error::msg)?;
+                gen_circuit(id, a.cache.clone(), a.seed)?
+            }
+            (None, None) if a.cache.is_some() => anyhow::bail!("--cache goes with --porep or --circuit"),
+            (None, None) => {
+                generate(a.circuit.spec()?, a.seed, a.out.as_deref().context("--out is required")?, a.generator)?
+            }
         },
         SrsCmd::Info { file } => {
             let k = load_params(&file, cfg)?;
@@ -117,27 +132,27 @@ pub fn generate(spec: SyntheticSpec, seed: Option<u64>, out: &Path, generator: G
     Ok(())
 }
 
-/// Random parameters for Filecoin's PoRep circuit, under Filecoin's file names, with
-/// the verifying key beside them (what filecoin-proofs' verify_seal reads).
-fn gen_porep(size: &str, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()> {
+/// Random parameters for a Filecoin circuit, under Filecoin's file names, with the
+/// verifying key beside them (what filecoin-proofs' verifiers read).
+pub(super) fn gen_circuit(proof: cuzk::filecoin::CircuitId, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()> {
     use cuzk::filecoin as fil;
-    let proof = fil::proof_for_sector_size(size).map_err(anyhow::Error::msg)?;
     let dir = cache.unwrap_or_else(fil::default_parameter_cache);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let (params, vk) = fil::parameter_files(&dir, proof)?;
-    let pb = progress(None, &format!("generating test parameters for {proof:?}"));
+    let pb = progress(None, &format!("generating test parameters for {proof}"));
     let t = Instant::now();
     let mut rng = match seed {
         Some(s) => rand_chacha::ChaCha20Rng::seed_from_u64(s),
         None => rand_chacha::ChaCha20Rng::from_entropy(),
     };
-    let key = cuzk::srs::generate_random(fil::blank_circuit(proof)?, &mut rng)?;
+    let key = cuzk::srs::generate_random(fil::blank_circuit_of(proof)?, &mut rng)?;
     key.write(&params)?;
     let mut f = std::fs::File::create(&vk).with_context(|| format!("creating {}", vk.display()))?;
     key.vk.write(&mut f)?;
     pb.finish_and_clear();
     println!(
-        "{proof:?}: {} (domain 2^{}, {} aux) and {} in {:.1} s",
+        "{proof} ({}): {} (domain 2^{}, {} aux) and {} in {:.1} s",
+        proof.curio_id(),
         params.display(),
         key.domain_size().trailing_zeros(),
         key.l.len(),
@@ -148,7 +163,7 @@ fn gen_porep(size: &str, cache: Option<PathBuf>, seed: Option<u64>) -> Result<()
     // aggregates with the inner-product SRS: write a fake one unless one is there
     // (never replace what may be the production file).
     let ipp = fil::ipp_srs_file(&dir);
-    if !ipp.exists() {
+    if matches!(proof, fil::CircuitId::Seal(_)) && !ipp.exists() {
         fil::write_fake_ipp_srs(&ipp, FAKE_IPP_PROOFS, seed.unwrap_or_else(rand::random))?;
         println!("fake inner-product SRS for up to {FAKE_IPP_PROOFS} aggregated proofs: {}", ipp.display());
     }
