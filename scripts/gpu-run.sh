@@ -59,12 +59,13 @@ if [[ " $PHASES " == *" kinds "* ]] && [ -x "$D/post_update" ]; then
     say "test post_update rc=$? ($(( $(date +%s) - t )) s): $(grep -E '^test result' "$OUT/test-kinds.log")"
 fi
 if [[ " $PHASES " == *" deadline "* ]]; then
-    printf '[backend]\nkind = "gpu"\n[ingest]\nparam_cache = "/tmp/cuzk-params/deadline"\n' > "$OUT/deadline.toml"
+    # The test parameters of the kinds phase, when it ran (same generator, same seed).
+    printf '[backend]\nkind = "gpu"\n[ingest]\nparam_cache = "%s"\n' "${DEADLINE_PARAMS:-/tmp/cuzk-test/cuzk-porep/params-2kib-seed1}" > "$OUT/deadline.toml"
     t=$(date +%s)
     FIL_PROOFS_PARENT_CACHE=/tmp/cuzk-parents timeout "${DEADLINE_TIMEOUT:-900}" "$D/cuzk" --config "$OUT/deadline.toml" bench deadline \
         --count "${DEADLINE_COUNT:-20}" --load-inflight "${DEADLINE_LOAD:-32}" > "$OUT/deadline.log" 2>&1
     say "bench deadline rc=$? ($(( $(date +%s) - t )) s)"
-    grep -E '^(backend|phase|alone|under|WinningPoSt:|WindowPoSt partition:)' "$OUT/deadline.log" | tee -a "$summary"
+    grep -E '^(backend|phase|alone|under|WinningPoSt|WindowPoSt partition)' "$OUT/deadline.log" | tee -a "$summary"
 fi
 
 if [[ " $PHASES " == *" bench "* ]]; then

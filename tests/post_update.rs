@@ -211,14 +211,49 @@ fn bad_vanilla_input_is_named_and_other_jobs_finish() {
     engine.shutdown();
 }
 
-/// The per-kind priorities: a WinningPoSt submitted behind a queue of lower
-/// priority work overtakes it (here, a WindowPoSt behind the same).
+/// Deadlines: a WinningPoSt submitted behind a queue of PoRep jobs (two synthesized
+/// at a time, the rest waiting in full queues and mailboxes) overtakes them at every
+/// stage — express lane, express workers — and is proved before the PoRep jobs
+/// queued ahead of it.
 #[test]
-fn kind_priorities_default_to_winning_then_window() {
+fn winning_post_overtakes_queued_porep() {
     let p = cuzk::actors::ingest::KindPriority::default();
-    assert!(p.of("winning_post") > p.of("window_post"));
-    assert!(p.of("window_post") > p.of("porep"));
-    assert_eq!(p.of("porep"), p.of("snap_deals"));
+    assert!(p.of("winning_post") > p.of("window_post") && p.of("window_post") > p.of("porep"));
+    assert!(p.of("window_post") >= p.express && p.of("porep") < p.express);
+    let w = winning();
+    let c1 = common::porep::fixture(21);
+    let mut cfg: EngineConfig = small_config();
+    cfg.ingest.param_cache = params();
+    cfg.verify.enabled = true;
+    // Small buffers, so the PoRep jobs fill every queue and mailbox.
+    cfg.synthesize.queue_capacity = 1;
+    cfg.synthesize.mailbox_capacity = 1;
+    let engine = Engine::start(cfg).unwrap();
+    let started = std::time::Instant::now();
+    let porep: Vec<_> = (0..4)
+        .map(|_| {
+            let (e, json, prover, sector) = (engine.clone(), c1.c1_json.clone(), c1.prover_id, c1.sector_id);
+            std::thread::spawn(move || {
+                let h = e.submit_blocking(JobSpec::porep_c1(json, prover, sector)).unwrap();
+                h.wait_blocking().unwrap();
+                started.elapsed()
+            })
+        })
+        .collect();
+    // Let them fill the pipeline, then submit the WinningPoSt.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let proof = prove(&engine, JobSpec::post(post_request(w, w.vanilla_proofs.clone(), None))).unwrap();
+    let winning_done = started.elapsed();
+    assert!(fil::verify_winning_post(WINNING, w.randomness, w.prover_id, &w.challenged, &proof).unwrap());
+    let mut done: Vec<_> = porep.into_iter().map(|h| h.join().unwrap()).collect();
+    done.sort();
+    let after = done.iter().filter(|d| **d > winning_done).count();
+    eprintln!("WinningPoSt done at {winning_done:?}; PoRep jobs done at {done:?}");
+    assert!(
+        after >= 3,
+        "the WinningPoSt must finish before most of the PoRep jobs queued ahead of it: {after} of 6 after"
+    );
+    engine.shutdown();
 }
 
 mod grpc {
@@ -278,8 +313,9 @@ mod grpc {
                 randomness: w.randomness.to_vec(),
                 ..Default::default()
             };
-            let prove = |req: SubmitProofRequest| {
-                let mut c = c.clone();
+            let pc = c.clone();
+            let prove = move |req: SubmitProofRequest| {
+                let mut c = pc.clone();
                 async move { c.prove(ProveRequest { submit: Some(req) }).await.map(|r| r.into_inner().result.unwrap()) }
             };
             let r = prove(winning_req.clone()).await.unwrap();
@@ -380,11 +416,31 @@ mod grpc {
                 assert_eq!(e.code(), Code::InvalidArgument, "{name}: {e}");
                 assert!(e.message().contains(needle), "{name}: `{}` lacks `{needle}`", e.message());
             }
+            // A request id whose job failed proves again (Curio retries a failed task
+            // with the same id): here the update's parameters are evicted and their
+            // files moved away, so the job fails; back in place, the retry proves.
+            let (pfile, vkfile) = fil::parameter_files(&params(), UPDATE).unwrap();
+            let parked = pfile.with_extension("parked");
+            c.evict_srs(cuzk::daemon::proto::EvictSrsRequest { circuit_id: "snap-2k".into() }).await.unwrap();
+            std::fs::rename(&pfile, &parked).unwrap();
+            let retry = SubmitProofRequest { request_id: "snap-retry".into(), ..snap.clone() };
+            let r = prove(retry.clone()).await.unwrap();
+            std::fs::rename(&parked, &pfile).unwrap();
+            assert_eq!(r.status, JobStatus::Failed as i32);
+            assert!(r.error_message.contains("not found"), "{}", r.error_message);
+            let r = prove(retry).await.unwrap();
+            assert_eq!(r.status, JobStatus::Completed as i32, "the retry proves: {}", r.error_message);
+            assert!(
+                fil::verify_empty_sector_update(UPDATE, &r.proof, u.comm_r_old, u.comm_r_new, u.comm_d_new).unwrap()
+            );
+            assert!(vkfile.exists());
+
             let s = c.get_status(cuzk::daemon::proto::GetStatusRequest {}).await.unwrap().into_inner();
             let mut ids: Vec<String> = s.loaded_srs.iter().map(|l| l.circuit_id.clone()).collect();
             ids.sort();
             assert_eq!(ids, ["snap-2k", "winning-2k", "wpost-2k"]);
-            assert_eq!(s.total_proofs_completed, 4);
+            assert_eq!(s.total_proofs_completed, 5);
+            assert_eq!(s.total_proofs_failed, 1);
         });
         d.shutdown();
     }

@@ -18,14 +18,14 @@ use crate::{
     assemble::Assemble,
     budget::{BudgetActor, Ledger},
     config::Config,
-    ground::{EngineError, PartitionProof, StageError},
+    ground::{EngineError, JobInput, PartitionProof, StageError},
     ingest::Ingest,
     prepare_msm::PrepareMsm,
     prove_gpu::ProveGpu,
-    runtime::{Stage, StageActor, StageControl, StageFactory, StageLimits, WorkItem},
+    runtime::{ExpressLane, Stage, StageActor, StageControl, StageFactory, StageLimits, WorkItem},
     services::{ParamCache, RecordingCache, SelectedBackend},
     stage_pcie::StagePcie,
-    synthesize::Synthesize,
+    synthesize::{self, Synthesize},
     timeline::Timeline,
     tracker::{JobTracker, SetStages},
     verify::Verify,
@@ -35,6 +35,8 @@ use crate::{
 pub struct Topology {
     /// Where jobs enter.
     pub ingest: Addr<StageActor<Ingest>>,
+    /// Where urgent jobs enter, past Ingest's mailbox.
+    pub ingest_express: ExpressLane<JobInput>,
     pub tracker: Addr<JobTracker>,
     pub budget: Addr<BudgetActor>,
     pub host_ledger: Arc<Ledger>,
@@ -54,6 +56,20 @@ struct Builder {
     tracker: Addr<JobTracker>,
     budget: Addr<BudgetActor>,
     timeline: Arc<Timeline>,
+    /// `[ingest.priority] express`: jobs from this priority take the express lanes.
+    express_at: i32,
+}
+
+/// A started stage: its address (the mailbox) and its express lane.
+struct Started<S: Stage> {
+    addr: Addr<StageActor<S>>,
+    lane: ExpressLane<S::In>,
+}
+
+impl<S: Stage> Started<S> {
+    fn next(&self) -> (Recipient<WorkItem<S::In>>, Option<ExpressLane<S::In>>) {
+        (self.addr.clone().recipient(), Some(self.lane.clone()))
+    }
 }
 
 impl Builder {
@@ -61,25 +77,27 @@ impl Builder {
         &mut self,
         make: impl Fn() -> S + Send + Sync + 'static,
         limits: StageLimits,
-        next: Recipient<WorkItem<S::Out>>,
+        (next, express_next): (Recipient<WorkItem<S::Out>>, Option<ExpressLane<S::Out>>),
         with_budget: bool,
-    ) -> Result<Addr<StageActor<S>>, EngineError> {
+    ) -> Result<Started<S>, EngineError> {
         let arbiter = Arbiter::new();
         let factory: StageFactory<S> = Arc::new(move || Ok::<S, StageError>(make()));
         let budget = with_budget.then(|| self.budget.clone());
-        let (addr, control) = StageActor::start(
+        let (addr, control, target) = StageActor::start(
             &arbiter.handle(),
             factory,
             limits,
             next,
+            express_next,
             self.tracker.clone().recipient(),
             budget,
             self.timeline.clone(),
+            Some(self.express_at),
         )
         .map_err(|e| EngineError::Start(format!("stage {}: {e}", S::NAME)))?;
         self.arbiters.push(arbiter);
         self.stages.insert(0, control);
-        Ok(addr)
+        Ok(Started { addr, lane: ExpressLane { target, threshold: self.express_at } })
     }
 }
 
@@ -110,21 +128,26 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         tracker: tracker.clone(),
         budget: budget.clone(),
         timeline,
+        express_at: cfg.ingest.priority.express,
     };
 
+    // The tracker answers at once: its mailbox needs no express lane.
     let done: Recipient<WorkItem<PartitionProof>> = tracker.clone().recipient();
-    let after_assemble =
-        if cfg.verify.enabled { b.stage(|| Verify, cfg.verify.limits(), done, false)?.recipient() } else { done };
+    let after_assemble = if cfg.verify.enabled {
+        b.stage(|| Verify, cfg.verify.limits(), (done, None), false)?.next()
+    } else {
+        (done, None)
+    };
     let assemble = b.stage(|| Assemble, cfg.assemble.limits(), after_assemble, false)?;
     let be = backend.clone();
     let prove =
-        b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(devices), assemble.recipient(), false)?;
+        b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(devices), assemble.next(), false)?;
     let be = backend.clone();
-    let pcie = b.stage(move || StagePcie { backend: be.clone() }, cfg.stage_pcie.limits(), prove.recipient(), false)?;
+    let pcie = b.stage(move || StagePcie { backend: be.clone() }, cfg.stage_pcie.limits(), prove.next(), false)?;
     let b_g2_on_cpu = cfg.prepare_msm.b_g2_on_cpu(on_device);
     let bit_split = cfg.prepare_msm.bit_split;
     let prepare =
-        b.stage(move || PrepareMsm { b_g2_on_cpu, bit_split }, cfg.prepare_msm.limits(), pcie.recipient(), false)?;
+        b.stage(move || PrepareMsm { b_g2_on_cpu, bit_split }, cfg.prepare_msm.limits(), pcie.next(), false)?;
     let mut recordings = RecordingCache::new(cfg.synthesize.precompile, host_ledger.clone());
     if cfg.synthesize.save_recordings {
         let dir = match cfg.synthesize.recording_dir.as_str() {
@@ -138,10 +161,21 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let synth_recordings = recordings.clone();
     let evals = backend.eval_alloc().filter(|_| cfg.synthesize.write_pinned);
     let ntt_on_host = backend.ntt_on_host();
+    // One thread for deadline partitions, started here at the engine's own priority
+    // and kept across restarts of the stage.
+    let urgent = synthesize::UrgentThread::spawn().map(Arc::new);
+    let urgent_at = cfg.ingest.priority.express;
     let synth = b.stage(
-        move || Synthesize { recordings: synth_recordings.clone(), nice, evals: evals.clone(), ntt_on_host },
+        move || Synthesize {
+            recordings: synth_recordings.clone(),
+            nice,
+            evals: evals.clone(),
+            ntt_on_host,
+            urgent: urgent.clone(),
+            urgent_at,
+        },
         cfg.synthesize.limits(),
-        prepare.recipient(),
+        prepare.next(),
         true,
     )?;
     let load = cuzk_srs::LoadOptions { subgroup_checks: cfg.ingest.subgroup_checks };
@@ -164,11 +198,21 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let ingest = b.stage(
         move || Ingest { params: ingest_params.clone(), max_input_bytes },
         cfg.ingest.limits(),
-        synth.recipient(),
+        synth.next(),
         false,
     )?;
 
     // `try_send`: the tracker was just started and its mailbox is empty.
     tracker.try_send(SetStages(b.stages.clone())).map_err(|e| EngineError::Start(format!("tracker: {e}")))?;
-    Ok(Topology { ingest, tracker, budget, host_ledger, stages: b.stages, params, recordings, arbiters: b.arbiters })
+    Ok(Topology {
+        ingest: ingest.addr,
+        ingest_express: ingest.lane,
+        tracker,
+        budget,
+        host_ledger,
+        stages: b.stages,
+        params,
+        recordings,
+        arbiters: b.arbiters,
+    })
 }

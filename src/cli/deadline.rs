@@ -36,16 +36,35 @@ fn percentiles(v: &mut [f64]) -> (f64, f64, f64) {
     (at(0.5), at(0.99), v[v.len() - 1])
 }
 
-fn latencies(engine: &Engine, n: usize, spec: &dyn Fn() -> JobSpec, check: &dyn Fn(&[u8]) -> bool) -> Result<Vec<f64>> {
-    (0..n)
+/// Latencies of `n` jobs one after another, each proof checked, and the mean time
+/// per stage (queue wait, busy) in ms: where a late proof waited.
+fn latencies(
+    engine: &Engine,
+    n: usize,
+    spec: &dyn Fn() -> JobSpec,
+    check: &dyn Fn(&[u8]) -> bool,
+) -> Result<(Vec<f64>, String)> {
+    let mut sum = [(0f64, 0f64); 7];
+    let lat = (0..n)
         .map(|i| {
             let t = Instant::now();
             let out = engine.submit_blocking(spec())?.wait_blocking()?;
             let s = t.elapsed().as_secs_f64();
             anyhow::ensure!(check(&out.proof_bytes()), "proof {i} did not verify with filecoin-proofs");
+            for (acc, st) in sum.iter_mut().zip(out.timings.stages.iter()) {
+                acc.0 += st.queue_wait.as_secs_f64() * 1e3 / n as f64;
+                acc.1 += st.busy.as_secs_f64() * 1e3 / n as f64;
+            }
             Ok(s)
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let stages = cuzk::StageName::ALL
+        .iter()
+        .zip(sum)
+        .map(|(name, (q, b))| format!("{name} {q:.0}/{b:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok((lat, stages))
 }
 
 pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
@@ -124,8 +143,10 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
         }
         let t = Instant::now();
         let before = done.load(Ordering::Relaxed);
-        let mut win = latencies(&engine, a.count, &winning_spec, &winning_ok)?;
-        let mut wdp = latencies(&engine, a.count, &window_spec, &window_ok)?;
+        let (mut win, win_stages) = latencies(&engine, a.count, &winning_spec, &winning_ok)?;
+        let (mut wdp, wdp_stages) = latencies(&engine, a.count, &window_spec, &window_ok)?;
+        println!("{phase}: WinningPoSt mean queue wait / busy per stage (ms): {win_stages}");
+        println!("{phase}: WindowPoSt partition mean queue wait / busy per stage (ms): {wdp_stages}");
         let porep_rate = (done.load(Ordering::Relaxed) - before) as f64 / t.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
         for h in load {

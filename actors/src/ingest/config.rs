@@ -43,11 +43,15 @@ pub struct KindPriority {
     pub snap_deals: i32,
     /// Jobs of arbitrary circuits (`JobSpec::circuits`, synthetic benchmarks).
     pub circuits: i32,
+    /// Jobs with at least this priority take the express lane at every stage: pushed
+    /// straight into the next stage's priority queue instead of waiting behind a full
+    /// mailbox (bounded: up to a queue's capacity beyond it).
+    pub express: i32,
 }
 
 impl Default for KindPriority {
     fn default() -> Self {
-        KindPriority { winning_post: 200, window_post: 100, porep: 0, snap_deals: 0, circuits: 0 }
+        KindPriority { winning_post: 200, window_post: 100, porep: 0, snap_deals: 0, circuits: 0, express: 100 }
     }
 }
 

@@ -17,6 +17,15 @@
 //! Bounds: at most `queue_capacity` items queued, plus one held while the actor waits
 //! for room, plus the mailbox (`mailbox_capacity`, and as in any futures-style channel,
 //! one parked message per sender handle). At most `workers` items in processing.
+//!
+//! The express lane: an item of a job whose priority reaches the lane's threshold
+//! (`[ingest.priority] express`: WinningPoSt and WindowPoSt by default) is pushed by
+//! the upstream worker straight into the next stage's priority queue, past the FIFO
+//! mailbox that backpressure fills, up to `queue_capacity` items beyond the queue's
+//! capacity; when even that is full it takes the mailbox like any item. Without it a
+//! deadline proof waits behind every PoRep partition in each full mailbox. Each stage
+//! also runs one express worker beside its `workers`, which takes only such items, so
+//! that one does not wait for a worker busy with (or blocked sending on) bulk work.
 
 pub mod queue;
 
@@ -113,12 +122,53 @@ pub struct StageLimits {
     pub workers: usize,
 }
 
+/// A stage's queue as an express lane's target (see the module docs).
+pub trait Express<T>: Send + Sync {
+    /// Pushes `item` into the queue now, or gives it back when the lane is full.
+    ///
+    /// # Errors
+    /// The item, when the queue is beyond its capacity by the lane's slack.
+    fn try_push(&self, item: WorkItem<T>) -> Result<(), WorkItem<T>>;
+}
+
+/// Where urgent items go past the mailbox, and from which job priority.
+pub struct ExpressLane<T> {
+    pub target: Arc<dyn Express<T>>,
+    /// Items of jobs with at least this priority take the lane.
+    pub threshold: i32,
+}
+
+impl<T> Clone for ExpressLane<T> {
+    fn clone(&self) -> Self {
+        ExpressLane { target: self.target.clone(), threshold: self.threshold }
+    }
+}
+
+impl<T> ExpressLane<T> {
+    /// Takes `item` if it is urgent and the lane has room; otherwise gives it back.
+    ///
+    /// # Errors
+    /// The item, for the mailbox.
+    pub fn offer(&self, item: WorkItem<T>) -> Result<(), WorkItem<T>> {
+        if item.job.priority >= self.threshold {
+            self.target.try_push(item)
+        } else {
+            Err(item)
+        }
+    }
+}
+
 /// State shared by the actor and its worker tasks; survives actor restarts.
 struct Shared<S: Stage> {
+    /// The express worker's threshold: it takes only items of at least this job
+    /// priority (none: no express worker).
+    express_at: Option<i32>,
     stage: RwLock<Arc<S>>,
     factory: StageFactory<S>,
     queue: StageQueue<WorkItem<S::In>>,
     next: Recipient<WorkItem<S::Out>>,
+    /// The next stage's express lane (none before the tracker).
+    express_next: Option<ExpressLane<S::Out>>,
     /// Where failures go (the job tracker).
     failures: Recipient<PartitionFailed>,
     budget: Option<Addr<BudgetActor>>,
@@ -142,6 +192,23 @@ pub trait StageControl: Send + Sync {
     fn metrics(&self) -> Arc<StageMetrics>;
     /// Lets the workers exit once the queue is drained.
     fn close(&self);
+}
+
+impl<S: Stage> Express<S::In> for Shared<S> {
+    fn try_push(&self, mut item: WorkItem<S::In>) -> Result<(), WorkItem<S::In>> {
+        item.enqueued = Instant::now();
+        let priority = item.job.priority;
+        let m = &self.metrics;
+        // Counted before the push: a worker may pop (and count down) the item at once.
+        StageMetrics::gauge_up(&m.queue_len, &m.queue_peak);
+        if let Err(item) = self.queue.try_push_urgent(priority, item, self.limits.queue_capacity) {
+            StageMetrics::gauge_down(&m.queue_len);
+            return Err(item);
+        }
+        m.received.fetch_add(1, Relaxed);
+        m.pushed.fetch_add(1, Relaxed);
+        Ok(())
+    }
 }
 
 impl<S: Stage> StageControl for Shared<S> {
@@ -176,26 +243,32 @@ pub struct StageActor<S: Stage> {
 struct Restart;
 
 impl<S: Stage> StageActor<S> {
-    /// Starts the stage on `arbiter` under an actix `Supervisor`.
+    /// Starts the stage on `arbiter` under an actix `Supervisor`; returns its
+    /// address, its control handle and its queue as an express-lane target.
     ///
     /// # Errors
     /// When the factory cannot build the stage.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     pub fn start(
         arbiter: &ArbiterHandle,
         factory: StageFactory<S>,
         limits: StageLimits,
         next: Recipient<WorkItem<S::Out>>,
+        express_next: Option<ExpressLane<S::Out>>,
         failures: Recipient<PartitionFailed>,
         budget: Option<Addr<BudgetActor>>,
         timeline: Arc<Timeline>,
-    ) -> Result<(Addr<Self>, Arc<dyn StageControl>), StageError> {
+        express_at: Option<i32>,
+    ) -> Result<(Addr<Self>, Arc<dyn StageControl>, Arc<dyn Express<S::In>>), StageError> {
         let stage = factory()?;
         let metrics = Arc::new(StageMetrics::new(S::NAME, limits.workers, limits.queue_capacity, timeline.epoch()));
         let shared = Arc::new(Shared {
+            express_at,
             stage: RwLock::new(Arc::new(stage)),
             factory,
             queue: StageQueue::new(limits.queue_capacity),
             next,
+            express_next,
             failures,
             budget,
             metrics,
@@ -203,11 +276,12 @@ impl<S: Stage> StageActor<S> {
             timeline,
         });
         let control: Arc<dyn StageControl> = shared.clone();
+        let express: Arc<dyn Express<S::In>> = shared.clone();
         let addr = Supervisor::start_in_arbiter(arbiter, move |ctx: &mut Context<Self>| {
             ctx.set_mailbox_capacity(limits.mailbox_capacity);
             StageActor { shared, workers_started: false }
         });
-        Ok((addr, control))
+        Ok((addr, control, express))
     }
 }
 
@@ -219,7 +293,12 @@ impl<S: Stage> Actor for StageActor<S> {
         if !self.workers_started {
             self.workers_started = true;
             for w in 0..self.shared.limits.workers {
-                actix_rt::spawn(worker_loop(self.shared.clone(), ctx.address(), w));
+                actix_rt::spawn(worker_loop(self.shared.clone(), ctx.address(), w, i32::MIN));
+            }
+            // One more worker that takes only urgent items, so a deadline proof does
+            // not wait for a bulk item to finish (or to be sent on) to get a worker.
+            if let Some(min) = self.shared.express_at {
+                actix_rt::spawn(worker_loop(self.shared.clone(), ctx.address(), self.shared.limits.workers, min));
             }
         }
     }
@@ -310,9 +389,9 @@ fn ops_added(
 }
 
 /// One worker: pops, reserves, processes on a blocking thread, forwards.
-async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>>, worker: usize) {
+async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>>, worker: usize, min: i32) {
     let m = shared.metrics.clone();
-    while let Some(mut item) = shared.queue.pop().await {
+    while let Some(mut item) = shared.queue.pop_from(min).await {
         StageMetrics::gauge_down(&m.queue_len);
         m.popped.fetch_add(1, Relaxed);
         let waited = item.enqueued.elapsed();
@@ -425,6 +504,14 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
             out.enqueued = Instant::now();
             let (oj, op) = (out.job.id, out.partition);
             m.emitted.fetch_add(1, Relaxed);
+            // Urgent work goes past the next stage's mailbox (module docs).
+            let out = match &shared.express_next {
+                Some(lane) => match lane.offer(out) {
+                    Ok(()) => continue,
+                    Err(out) => out,
+                },
+                None => out,
+            };
             // Waits while the next stage is full: backpressure.
             if let Err(e) = shared.next.send(out).instrument(span.clone()).await {
                 fail(&shared, oj, op, StageError::Disconnected(e.to_string())).await;

@@ -84,11 +84,38 @@ impl<T> StageQueue<T> {
             s.seq += 1;
             s.heap.push(Entry { priority, seq, item });
         }
-        self.items.notify_one();
+        // Every waiting worker looks: an express worker that finds bulk work must not
+        // swallow the wake-up a regular one needed.
+        self.items.notify_waiters();
+    }
+
+    /// Adds an urgent item without waiting for room: at most `slack` items beyond
+    /// the capacity (the express lane's bound); the item comes back when even that
+    /// is full or the queue is closed.
+    pub fn try_push_urgent(&self, priority: i32, item: T, slack: usize) -> Result<(), T> {
+        {
+            let mut s = self.lock();
+            if s.closed || s.heap.len() >= self.capacity + slack {
+                return Err(item);
+            }
+            let seq = s.seq;
+            s.seq += 1;
+            s.heap.push(Entry { priority, seq, item });
+        }
+        // Every waiting worker looks: an express worker that finds bulk work must not
+        // swallow the wake-up a regular one needed.
+        self.items.notify_waiters();
+        Ok(())
     }
 
     /// Takes the highest-priority item, waiting for one; `None` once closed and empty.
     pub async fn pop(&self) -> Option<T> {
+        self.pop_from(i32::MIN).await
+    }
+
+    /// Takes the highest-priority item once one of at least `min` priority is at the
+    /// top (an express worker's pop); `None` once closed and empty.
+    pub async fn pop_from(&self, min: i32) -> Option<T> {
         loop {
             let notified = self.items.notified();
             tokio::pin!(notified);
@@ -96,12 +123,13 @@ impl<T> StageQueue<T> {
             notified.as_mut().enable();
             {
                 let mut s = self.lock();
-                if let Some(e) = s.heap.pop() {
+                if s.heap.peek().is_some_and(|e| e.priority >= min) {
+                    let e = s.heap.pop().expect("peeked");
                     drop(s);
                     self.space.notify_one();
                     return Some(e.item);
                 }
-                if s.closed {
+                if s.closed && (s.heap.is_empty() || min > i32::MIN) {
                     return None;
                 }
             }
@@ -159,6 +187,18 @@ mod tests {
         assert_eq!(got, ["hi1", "hi2", "a", "b"]);
         q.push(0, "x");
         assert_eq!(q.remove_where(|s| *s == "x"), vec!["x"]);
+        // Urgent items pass a full queue, up to the slack.
+        let q = StageQueue::new(1);
+        q.push(0, "bulk");
+        assert!(!q.has_space());
+        assert_eq!(q.try_push_urgent(9, "urgent", 1), Ok(()));
+        assert_eq!(q.try_push_urgent(9, "more", 1), Err("more"), "slack of 1 used");
+        assert_eq!(futures::executor::block_on(q.pop_from(5)), Some("urgent"));
+        // An express worker leaves bulk work to the others.
+        let pending = q.pop_from(5);
+        futures::pin_mut!(pending);
+        assert!(futures::executor::block_on(futures::future::poll_immediate(&mut pending)).is_none());
+        assert_eq!(futures::executor::block_on(q.pop()), Some("bulk"));
         q.close();
         assert_eq!(futures::executor::block_on(q.pop()), None);
     }

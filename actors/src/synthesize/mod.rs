@@ -3,12 +3,14 @@
 //! estimate first; the reservation then travels with the partition.
 
 mod config;
+mod urgent;
 
 use std::{sync::Arc, time::Instant};
 
 pub use config::SynthesizeConfig;
 use cuzk_srs::ProvingKey;
 use cuzk_synth::{EvalAlloc, SynthMode};
+pub use urgent::UrgentThread;
 
 use crate::{
     ground::{Assignment, PartitionCircuit, Plan, RecordingStore, StageError, StageName},
@@ -16,6 +18,7 @@ use crate::{
 };
 
 /// The Synthesize stage.
+#[derive(Clone)]
 pub struct Synthesize {
     /// Recorded circuit structures, shared by the stage's workers
     /// (`services::recordings`).
@@ -28,6 +31,11 @@ pub struct Synthesize {
     /// The backend computes H in host memory ([`cuzk_gpu::Backend::ntt_on_host`]):
     /// reserve its buffers with the partition.
     pub ntt_on_host: bool,
+    /// Where partitions of jobs at or above `urgent_at` are synthesized: a thread
+    /// that is never reniced (`urgent.rs`).
+    pub urgent: Option<Arc<UrgentThread>>,
+    /// `[ingest.priority] express`.
+    pub urgent_at: i32,
 }
 
 /// Lowers the calling thread's priority to `nice` once per thread (Linux: the nice
@@ -94,7 +102,17 @@ impl Stage for Synthesize {
     }
 
     fn process(&self, item: WorkItem<PartitionCircuit>) -> Result<Vec<WorkItem<Assignment>>, StageError> {
+        if let (true, Some(urgent)) = (item.job.priority >= self.urgent_at, &self.urgent) {
+            let this = self.clone();
+            return urgent.run(move || this.synthesize(item));
+        }
         lower_priority(self.nice);
+        self.synthesize(item)
+    }
+}
+
+impl Synthesize {
+    fn synthesize(&self, item: WorkItem<PartitionCircuit>) -> Result<Vec<WorkItem<Assignment>>, StageError> {
         let (PartitionCircuit(circuit), mut base) = item.take();
         base.job.mark_started();
         let key = base.job.srs().clone();
