@@ -173,15 +173,15 @@ impl CircuitId {
 }
 
 /// The blank (witness-free) circuit of any Filecoin circuit: what its parameters
-/// are made for (`cuzk srs gen`, `cuzk size`).
+/// are made for (`cuzk srs gen`, `cuzk size`). Boxed: the circuits differ in size.
 pub enum BlankCircuit {
-    Porep(BlankPorep),
-    PostBase(storage_proofs_post::fallback::FallbackPoStCircuit<SectorShapeBase>),
-    PostSub8(storage_proofs_post::fallback::FallbackPoStCircuit<SectorShapeSub8>),
-    PostTop2(storage_proofs_post::fallback::FallbackPoStCircuit<SectorShapeTop2>),
-    UpdateBase(storage_proofs_update::EmptySectorUpdateCircuit<SectorShapeBase>),
-    UpdateSub8(storage_proofs_update::EmptySectorUpdateCircuit<SectorShapeSub8>),
-    UpdateTop2(storage_proofs_update::EmptySectorUpdateCircuit<SectorShapeTop2>),
+    Porep(Box<BlankPorep>),
+    PostBase(Box<storage_proofs_post::fallback::FallbackPoStCircuit<SectorShapeBase>>),
+    PostSub8(Box<storage_proofs_post::fallback::FallbackPoStCircuit<SectorShapeSub8>>),
+    PostTop2(Box<storage_proofs_post::fallback::FallbackPoStCircuit<SectorShapeTop2>>),
+    UpdateBase(Box<storage_proofs_update::EmptySectorUpdateCircuit<SectorShapeBase>>),
+    UpdateSub8(Box<storage_proofs_update::EmptySectorUpdateCircuit<SectorShapeSub8>>),
+    UpdateTop2(Box<storage_proofs_update::EmptySectorUpdateCircuit<SectorShapeTop2>>),
 }
 
 impl Circuit<Scalar> for BlankCircuit {
@@ -205,12 +205,12 @@ impl Circuit<Scalar> for BlankCircuit {
 pub fn blank_circuit_of(id: CircuitId) -> Result<BlankCircuit, PorepError> {
     let err = |e: anyhow::Error| PorepError::Circuit(format!("{e:#}"));
     Ok(match (id, id.sector_size()) {
-        (CircuitId::Seal(p), _) => BlankCircuit::Porep(crate::blank_circuit(p)?),
-        (CircuitId::PoSt(p), 34_359_738_368) => BlankCircuit::PostSub8(post::blank(p).map_err(err)?),
-        (CircuitId::PoSt(p), 68_719_476_736) => BlankCircuit::PostTop2(post::blank(p).map_err(err)?),
-        (CircuitId::PoSt(p), _) => BlankCircuit::PostBase(post::blank(p).map_err(err)?),
-        (CircuitId::Update(p), 34_359_738_368) => BlankCircuit::UpdateSub8(update::blank(p)),
-        (CircuitId::Update(p), 68_719_476_736) => BlankCircuit::UpdateTop2(update::blank(p)),
-        (CircuitId::Update(p), _) => BlankCircuit::UpdateBase(update::blank(p)),
+        (CircuitId::Seal(p), _) => BlankCircuit::Porep(Box::new(crate::blank_circuit(p)?)),
+        (CircuitId::PoSt(p), 34_359_738_368) => BlankCircuit::PostSub8(Box::new(post::blank(p).map_err(err)?)),
+        (CircuitId::PoSt(p), 68_719_476_736) => BlankCircuit::PostTop2(Box::new(post::blank(p).map_err(err)?)),
+        (CircuitId::PoSt(p), _) => BlankCircuit::PostBase(Box::new(post::blank(p).map_err(err)?)),
+        (CircuitId::Update(p), 34_359_738_368) => BlankCircuit::UpdateSub8(Box::new(update::blank(p))),
+        (CircuitId::Update(p), 68_719_476_736) => BlankCircuit::UpdateTop2(Box::new(update::blank(p))),
+        (CircuitId::Update(p), _) => BlankCircuit::UpdateBase(Box::new(update::blank(p))),
     })
 }

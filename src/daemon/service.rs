@@ -208,16 +208,18 @@ fn to_response(job_id: &str, r: Result<JobOutput, JobError>) -> proto::AwaitProo
     resp
 }
 
-/// Checks that a request's sector size, when set, is its proof type's: a PoSt or
-/// update proof of another size would be proved against the wrong circuit.
-fn check_sector_size(req: &proto::SubmitProofRequest, proof: &str, size: u64) -> Result<(), Status> {
+/// Logs a request's sector size when it contradicts its proof type's: the
+/// registered proof decides the circuit and the vanilla proofs are checked against
+/// it, so the size cannot make a wrong proof (Curio's cuzk-bench always sends 32GiB).
+fn check_sector_size(req: &proto::SubmitProofRequest, proof: &str, size: u64) {
     if req.sector_size != 0 && req.sector_size != size {
-        return Err(Status::invalid_argument(format!(
-            "sector_size {} contradicts registered_proof {} ({proof}, {size}-byte sectors)",
-            req.sector_size, req.registered_proof
-        )));
+        warn!(
+            sector_size = req.sector_size,
+            registered_proof = req.registered_proof,
+            proof,
+            "request's sector_size differs from its registered proof's; proving the registered proof's"
+        );
     }
-    Ok(())
 }
 
 /// A WinningPoSt or WindowPoSt-partition request: the proof type from
@@ -243,7 +245,7 @@ async fn post_spec(
             if winning { "WinningPoSt" } else { "WindowPoSt" }
         )));
     }
-    check_sector_size(&req, &format!("{proof:?}"), u64::from(proof.sector_size()))?;
+    check_sector_size(&req, &format!("{proof:?}"), u64::from(proof.sector_size()));
     let randomness = post_randomness(&req.randomness)?;
     let vanilla_proofs = vanilla_list(&req)?;
     let request_id = if req.request_id.is_empty() {
@@ -282,7 +284,7 @@ async fn update_spec(req: proto::SubmitProofRequest, key: &JobKey) -> Result<(Jo
             req.registered_proof
         ))
     })?;
-    check_sector_size(&req, &format!("{proof:?}"), u64::from(proof.sector_size()))?;
+    check_sector_size(&req, &format!("{proof:?}"), u64::from(proof.sector_size()));
     let comm = |name: &str, b: &[u8]| fil::commitment(name, b).map_err(Status::invalid_argument);
     let (comm_r_old, comm_r_new, comm_d_new) = (
         comm("comm_r_old", &req.comm_r_old)?,
