@@ -90,7 +90,7 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let comm_d_new = DefaultPieceDomain::try_from_bytes(&req.comm_d_new)
         .map_err(|e| invalid(format!("comm_d_new is not a field element: {e:#}")))?;
     let valid = filecoin_proofs::verify_partition_proofs::<Tree>(
-        config.clone(),
+        config,
         &proofs,
         req.comm_r_old,
         req.comm_r_new,
@@ -117,7 +117,7 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         .map(|(k, p)| {
             let circuit = <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::circuit(
                 &pub_inputs,
-                Default::default(),
+                (),
                 p,
                 &pub_params.vanilla_params,
                 Some(k),
