@@ -60,6 +60,10 @@ struct Builder {
     express_at: i32,
 }
 
+/// Where a stage sends its output: the next stage's mailbox and, when it has one,
+/// its express lane.
+type Downstream<T> = (Recipient<WorkItem<T>>, Option<ExpressLane<T>>);
+
 /// A started stage: its address (the mailbox) and its express lane.
 struct Started<S: Stage> {
     addr: Addr<StageActor<S>>,
@@ -67,7 +71,7 @@ struct Started<S: Stage> {
 }
 
 impl<S: Stage> Started<S> {
-    fn next(&self) -> (Recipient<WorkItem<S::In>>, Option<ExpressLane<S::In>>) {
+    fn next(&self) -> Downstream<S::In> {
         (self.addr.clone().recipient(), Some(self.lane.clone()))
     }
 }
@@ -77,7 +81,7 @@ impl Builder {
         &mut self,
         make: impl Fn() -> S + Send + Sync + 'static,
         limits: StageLimits,
-        (next, express_next): (Recipient<WorkItem<S::Out>>, Option<ExpressLane<S::Out>>),
+        (next, express_next): Downstream<S::Out>,
         with_budget: bool,
     ) -> Result<Started<S>, EngineError> {
         let arbiter = Arbiter::new();
