@@ -263,21 +263,14 @@ mod grpc {
             await_proof_response::Status as JobStatus, proving_engine_client::ProvingEngineClient, ProofKind,
             ProveRequest, SubmitProofRequest,
         },
-        Daemon, DaemonConfig, Listen,
+        Daemon, Listen,
     };
     use tonic::Code;
 
     fn daemon() -> Daemon {
-        let cfg = DaemonConfig {
-            listen: "127.0.0.1:0".into(),
-            metrics_listen: "127.0.0.1:0".into(),
-            shutdown_timeout_secs: 0,
-            results_dir: "none".into(),
-            ..Default::default()
-        };
         let mut engine = small_config();
         engine.ingest.param_cache = params();
-        Daemon::start(cfg, engine).unwrap()
+        common::daemon_with(engine)
     }
 
     /// A CID as Go's `cid.Bytes()` gives it: v1, codec, multihash, 32-byte digest.

@@ -75,6 +75,14 @@ pub fn small_config() -> EngineConfig {
 /// A daemon on the CPU backend with ephemeral ports, no results directory and no
 /// shutdown grace: for tests of the daemon's HTTP side.
 pub fn cpu_daemon() -> cuzk::daemon::Daemon {
+    let mut engine = small_config();
+    engine.backend.kind = cuzk::actors::config::BackendKind::Cpu;
+    daemon_with(engine)
+}
+
+/// A daemon over `engine` with ephemeral ports, no results directory and no
+/// shutdown grace.
+pub fn daemon_with(engine: EngineConfig) -> cuzk::daemon::Daemon {
     let cfg = cuzk::daemon::DaemonConfig {
         listen: "127.0.0.1:0".into(),
         metrics_listen: "127.0.0.1:0".into(),
@@ -82,7 +90,5 @@ pub fn cpu_daemon() -> cuzk::daemon::Daemon {
         results_dir: "none".into(),
         ..Default::default()
     };
-    let mut engine = small_config();
-    engine.backend.kind = cuzk::actors::config::BackendKind::Cpu;
     cuzk::daemon::Daemon::start(cfg, engine).unwrap()
 }
