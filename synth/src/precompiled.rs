@@ -243,19 +243,30 @@ impl Recorder {
 cuzk_core::root_constraint_system!(Recorder);
 
 /// Computes the witness only: allocations run their value closures, `enforce` does
-/// nothing. Not extensible, like [`Recorder`], so a circuit that synthesizes parts
-/// separately when it can takes the same path in both and allocates in the same order.
-#[derive(Default)]
-struct Witness {
-    input: Vec<Scalar>,
-    aux: Vec<Scalar>,
-    /// `enforce` calls: checked against the recording's constraint count.
-    constraints: usize,
+/// nothing but count. Not extensible, like [`Recorder`], so a circuit that
+/// synthesizes parts separately when it can takes the same path in both and
+/// allocates in the same order. Native witness generators (`crate::native`) write
+/// into it directly beside the gadgets that still run on it.
+pub struct WitnessCs {
+    pub(crate) input: Vec<Scalar>,
+    pub(crate) aux: Vec<Scalar>,
+    /// `enforce` calls (and the constraints native gadgets stand for): checked
+    /// against the recording's constraint count.
+    pub(crate) constraints: usize,
 }
 
-impl Witness {
+impl WitnessCs {
     fn new_root() -> Self {
-        Self::default()
+        WitnessCs { input: Vec::new(), aux: Vec::new(), constraints: 0 }
+    }
+
+    fn with_capacity(pre: &Precompiled) -> Self {
+        WitnessCs { input: Vec::with_capacity(pre.inputs), aux: Vec::with_capacity(pre.aux), constraints: 0 }
+    }
+
+    /// Auxiliary variables allocated so far.
+    pub fn aux_len(&self) -> usize {
+        self.aux.len()
     }
 
     #[inline]
@@ -281,7 +292,7 @@ impl Witness {
     }
 }
 
-cuzk_core::root_constraint_system!(Witness);
+cuzk_core::root_constraint_system!(WitnessCs);
 
 /// Synthesizes `circuit` as [`crate::synthesize`] does and also records its R1CS.
 /// The recording is `None` when the circuit is too large for the compact encoding
@@ -332,6 +343,22 @@ pub enum SynthMode<'a> {
     /// As `Precompiled`, writing a, b, c into a buffer from the allocator when it
     /// lends one (the GPU backend's pinned host memory).
     PrecompiledInto(&'a Precompiled, &'a dyn EvalAlloc),
+    /// As `PrecompiledInto`, the witness always from the circuit's own `synthesize`
+    /// even where a native generator exists (`synthesize.native = false`, and the
+    /// reference the differential tests compare the native generators with).
+    PrecompiledGeneric(&'a Precompiled, Option<&'a dyn EvalAlloc>),
+}
+
+impl SynthMode<'_> {
+    /// The recording and the allocator of the pre-compiled modes.
+    pub fn precompiled(&self) -> Option<(&Precompiled, Option<&dyn EvalAlloc>)> {
+        match *self {
+            SynthMode::Plain | SynthMode::Record => None,
+            SynthMode::Precompiled(pre) => Some((pre, None)),
+            SynthMode::PrecompiledInto(pre, alloc) => Some((pre, Some(alloc))),
+            SynthMode::PrecompiledGeneric(pre, alloc) => Some((pre, alloc)),
+        }
+    }
 }
 
 /// Synthesizes `circuit` in `mode`; the recording is returned for
@@ -351,6 +378,7 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
         SynthMode::PrecompiledInto(pre, alloc) => {
             synthesize_precompiled_into(circuit, pre, Some(alloc)).map(|a| (a, None))
         }
+        SynthMode::PrecompiledGeneric(pre, alloc) => synthesize_precompiled_into(circuit, pre, alloc).map(|a| (a, None)),
     }
 }
 
@@ -375,9 +403,24 @@ pub fn synthesize_precompiled_into<C: Circuit<Scalar>>(
     pre: &Precompiled,
     alloc: Option<&dyn EvalAlloc>,
 ) -> Result<Assignment, SynthError> {
-    let mut cs = Witness { input: Vec::with_capacity(pre.inputs), aux: Vec::with_capacity(pre.aux), constraints: 0 };
+    synthesize_native(|cs| circuit.synthesize(cs), pre, alloc)
+}
+
+/// Synthesizes with `pre` as [`synthesize_precompiled_into`] does, the witness
+/// computed by `generate` instead of a circuit's `synthesize`: a native generator
+/// (see [`crate::native`]) that allocates exactly what the recorded circuit does.
+/// The ONE input is allocated before `generate` runs, and the counts of inputs, aux
+/// variables and constraints are checked against the recording after.
+///
+/// # Errors
+/// As [`synthesize_precompiled`].
+pub fn synthesize_native<G>(generate: G, pre: &Precompiled, alloc: Option<&dyn EvalAlloc>) -> Result<Assignment, SynthError>
+where
+    G: FnOnce(&mut WitnessCs) -> Result<(), SynthesisError>,
+{
+    let mut cs = WitnessCs::with_capacity(pre);
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
-    circuit.synthesize(&mut cs)?;
+    generate(&mut cs)?;
     // The recording also holds one `input * 0 = 0` row per input.
     let constraints = cs.constraints + cs.input.len();
     if cs.input.len() != pre.inputs || cs.aux.len() != pre.aux || constraints != pre.constraints() {
