@@ -101,7 +101,10 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
     // The engine's second proof uses the recorded circuit: a, b, c are written
     // straight into pinned memory lent by the backend.
     let again = split.submit_blocking(job()).unwrap().wait_blocking().unwrap();
-    assert!(again.timings.ops.iter().any(|(n, _)| *n == "synth_precompiled"), "second proof is pre-compiled");
+    assert!(
+        again.timings.ops.iter().any(|(n, _)| *n == "synth_native"),
+        "second proof is pre-compiled, its witness native"
+    );
     assert!(split.pinned().unwrap().lent >= 1, "a/b/c lent from the pinned pool: {:?}", split.pinned());
     assert_eq!(again.proof_bytes(), s, "pre-compiled into pinned memory: same proof bytes");
     let c = cpu.submit_blocking(job()).unwrap().wait_blocking().unwrap().proof_bytes();

@@ -310,8 +310,8 @@ fn non_interactive_porep_2kib_aggregates_and_verifies() {
     assert!(out.timings.ops.iter().any(|(n, _)| *n == "aggregate"), "aggregation is timed");
     let ops: Vec<_> = out.timings.ops.iter().map(|(n, _)| *n).collect();
     assert!(
-        ops.contains(&"synth_record") && ops.contains(&"synth_precompiled"),
-        "one partition records the circuit, later ones use the recording: {ops:?}"
+        ops.contains(&"synth_record") && ops.contains(&"synth_native"),
+        "one partition records the circuit, later ones use the recording and the native witness: {ops:?}"
     );
     let held = e1.snapshot_blocking().precompiled_bytes;
     assert!(held > 100 << 20, "the 2KiB recording is kept with its parameters: {held} bytes");

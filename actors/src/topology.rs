@@ -169,6 +169,7 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     // and kept across restarts of the stage.
     let urgent = synthesize::UrgentThread::spawn().map(Arc::new);
     let urgent_at = cfg.ingest.priority.express;
+    let native = cfg.synthesize.native;
     let synth = b.stage(
         move || Synthesize {
             recordings: synth_recordings.clone(),
@@ -177,6 +178,7 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
             ntt_on_host,
             urgent: urgent.clone(),
             urgent_at,
+            native,
         },
         cfg.synthesize.limits(),
         prepare.next(),

@@ -1,8 +1,10 @@
-//! Times one PoRep partition's synthesis three ways: plain (bellperson semantics),
-//! recording the structure, and pre-compiled (witness + sparse products).
+//! Times one PoRep partition's synthesis four ways: plain (bellperson semantics),
+//! recording the structure, pre-compiled with the circuit's own witness (witness +
+//! sparse products), and pre-compiled with the native witness generator.
 //!
 //! `cargo run --release -p cuzk-filecoin --example synth_bench -- <c1.json> [repeats]`
-//! (`ONLY_PRECOMPILED=1`: time only the pre-compiled path, for a profiler;
+//! (`ONLY_PRECOMPILED=1`: time only the pre-compiled path, for a profiler, native
+//! unless `GENERIC=1`;
 //! `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
 //! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
 //! contention of a stream).
@@ -11,6 +13,15 @@ use std::time::Instant;
 
 use cuzk_filecoin::{parse_c1, partition_circuits};
 use cuzk_synth::SynthMode;
+
+/// The pre-compiled mode timed alone: native unless `GENERIC` is set.
+fn mode(pre: &cuzk_synth::Precompiled) -> SynthMode<'_> {
+    if std::env::var_os("GENERIC").is_some() {
+        SynthMode::PrecompiledGeneric(pre, None)
+    } else {
+        SynthMode::Precompiled(pre)
+    }
+}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -46,7 +57,7 @@ fn main() {
             for _ in 0..t {
                 s.spawn(|| {
                     for _ in 0..repeats {
-                        parts().remove(0).synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+                        parts().remove(0).synthesize_with(mode(&pre)).unwrap();
                     }
                 });
             }
@@ -58,7 +69,7 @@ fn main() {
         for _ in 0..repeats {
             let p = parts().remove(0);
             let t = Instant::now();
-            p.synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+            p.synthesize_with(mode(&pre)).unwrap();
             println!("precompiled: {:>8.3} s", t.elapsed().as_secs_f64());
         }
         return;
@@ -70,9 +81,18 @@ fn main() {
         let tp = t.elapsed().as_secs_f64();
         let p = parts().remove(0);
         let t = Instant::now();
-        let (fast, _) = p.synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+        let (fast, _) = p.synthesize_with(SynthMode::PrecompiledGeneric(&pre, None)).unwrap();
         let tf = t.elapsed().as_secs_f64();
-        assert!(fast == plain && plain == recorded, "assignments differ");
-        println!("plain:       {tp:>8.3} s\nprecompiled: {tf:>8.3} s  ({:.2}x)", tp / tf);
+        let p = parts().remove(0);
+        let t = Instant::now();
+        let (native, _) = p.synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
+        let tn = t.elapsed().as_secs_f64();
+        assert!(fast == plain && plain == recorded && native == plain, "assignments differ");
+        println!(
+            "plain:       {tp:>8.3} s\nprecompiled: {tf:>8.3} s  ({:.2}x)\nnative:      {tn:>8.3} s  ({:.2}x plain, {:.2}x precompiled)",
+            tp / tf,
+            tp / tn,
+            tf / tn
+        );
     }
 }

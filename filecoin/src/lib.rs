@@ -5,7 +5,8 @@
 //! - [`c1`]: the PoRep commit phase 1 output, in both formats operators have, parsed
 //!   and checked ([`parse_c1`]);
 //! - [`porep`]: one circuit per partition ([`partition_circuits`]) and the blank
-//!   circuit its parameters are made for ([`blank_circuit`]);
+//!   circuit its parameters are made for ([`blank_circuit`]); its native witness
+//!   generator is in `native.rs`;
 //! - [`post`] and [`update`]: WinningPoSt, WindowPoSt and SnapDeals circuits from
 //!   vanilla proofs ([`post_circuits`], [`update_circuits`]);
 //! - [`circuit`]: what every kind shares: [`CircuitId`] (parameter files, Curio's
@@ -25,6 +26,7 @@ pub mod c1;
 pub mod circuit;
 mod error;
 pub mod fixture;
+mod native;
 pub mod params;
 pub mod porep;
 pub mod post;

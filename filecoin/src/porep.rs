@@ -9,7 +9,7 @@ use filecoin_proofs::{
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, StackedDrg};
 
-use crate::{circuit::Partition, ParsedC1, PorepError, RegisteredSealProof};
+use crate::{circuit::Partition, native::NativePorep, ParsedC1, PorepError, RegisteredSealProof};
 
 /// One PoRep partition, ready to synthesize.
 pub type PorepPartition = Partition;
@@ -36,7 +36,8 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = filecoin_proofs::DefaultTre
         .map(|(k, v)| {
             let circuit = StackedCompound::<Tree, DefaultPieceHasher>::circuit(&public_inputs, (), v, &params, Some(k))
                 .map_err(err)?;
-            Ok(Partition::new(circuit))
+            let native = NativePorep::<Tree>::new(&public_inputs, v)?;
+            Ok(Partition::with_native(circuit, move |cs| native.generate(cs)))
         })
         .collect()
 }

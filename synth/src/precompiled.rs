@@ -378,7 +378,9 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
         SynthMode::PrecompiledInto(pre, alloc) => {
             synthesize_precompiled_into(circuit, pre, Some(alloc)).map(|a| (a, None))
         }
-        SynthMode::PrecompiledGeneric(pre, alloc) => synthesize_precompiled_into(circuit, pre, alloc).map(|a| (a, None)),
+        SynthMode::PrecompiledGeneric(pre, alloc) => {
+            synthesize_precompiled_into(circuit, pre, alloc).map(|a| (a, None))
+        }
     }
 }
 
@@ -414,7 +416,11 @@ pub fn synthesize_precompiled_into<C: Circuit<Scalar>>(
 ///
 /// # Errors
 /// As [`synthesize_precompiled`].
-pub fn synthesize_native<G>(generate: G, pre: &Precompiled, alloc: Option<&dyn EvalAlloc>) -> Result<Assignment, SynthError>
+pub fn synthesize_native<G>(
+    generate: G,
+    pre: &Precompiled,
+    alloc: Option<&dyn EvalAlloc>,
+) -> Result<Assignment, SynthError>
 where
     G: FnOnce(&mut WitnessCs) -> Result<(), SynthesisError>,
 {

@@ -177,6 +177,12 @@ pub trait ErasedCircuit: Send {
     fn precompile(&self) -> bool {
         false
     }
+
+    /// Whether pre-compiled synthesis computes this circuit's witness natively
+    /// (`cuzk_synth::native`) rather than with its `synthesize`.
+    fn has_native(&self) -> bool {
+        false
+    }
 }
 
 impl<C: Circuit<Scalar> + Send> ErasedCircuit for C {

@@ -37,6 +37,10 @@ impl ErasedCircuit for Filecoin {
     fn precompile(&self) -> bool {
         self.precompile
     }
+
+    fn has_native(&self) -> bool {
+        self.partition.has_native()
+    }
 }
 
 /// Erases Filecoin partitions. PoRep, WindowPoSt and SnapDeals synthesis (SHA-256

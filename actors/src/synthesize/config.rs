@@ -18,6 +18,11 @@ pub struct SynthesizeConfig {
     /// the recording's memory (176 MiB per 2KiB/8MiB-class partition structure,
     /// charged to the host budget). Proofs are the same bytes either way.
     pub precompile: bool,
+    /// With `precompile`, compute the witness of circuits that have a native
+    /// generator (PoRep) natively: the labelling SHA-256 without bellperson's
+    /// gadgets, the same values (cuzk-filecoin's `tests/native.rs`), several times
+    /// less synthesis CPU. Off: the circuit's own `synthesize` computes it.
+    pub native: bool,
     /// Nice value of the synthesis threads (Linux; 0 = unchanged). Synthesis is
     /// the bulk CPU work and runs on every core; at a lower priority it yields the
     /// cores at once to the stages that feed the GPU (PrepareMsm, StagePcie,
@@ -43,6 +48,7 @@ impl Default for SynthesizeConfig {
             queue_capacity: 4,
             max_concurrency: 0,
             precompile: true,
+            native: true,
             nice: 10,
             write_pinned: true,
             save_recordings: true,

@@ -36,6 +36,9 @@ pub struct Synthesize {
     pub urgent: Option<Arc<UrgentThread>>,
     /// `[ingest.priority] express`.
     pub urgent_at: i32,
+    /// `synthesize.native`: pre-compiled synthesis uses a circuit's native witness
+    /// generator where it has one.
+    pub native: bool,
 }
 
 /// Lowers the calling thread's priority to `nice` once per thread (Linux: the nice
@@ -124,11 +127,15 @@ impl Synthesize {
             Plan::Plain => ("synth_plain", circuit.synthesize_with(SynthMode::Plain)),
             Plan::Record => ("synth_record", circuit.synthesize_with(SynthMode::Record)),
             Plan::Use(pre) => {
-                let mode = match &self.evals {
-                    Some(alloc) => SynthMode::PrecompiledInto(pre, alloc.as_ref()),
-                    None => SynthMode::Precompiled(pre),
+                let alloc = self.evals.as_deref();
+                let mode = match (self.native, alloc) {
+                    (false, alloc) => SynthMode::PrecompiledGeneric(pre, alloc),
+                    (true, Some(alloc)) => SynthMode::PrecompiledInto(pre, alloc),
+                    (true, None) => SynthMode::Precompiled(pre),
                 };
-                ("synth_precompiled", circuit.synthesize_with(mode))
+                // Named apart in the timeline: the native witness is several times cheaper.
+                let op = if self.native && circuit.has_native() { "synth_native" } else { "synth_precompiled" };
+                (op, circuit.synthesize_with(mode))
             }
         };
         let assignment = match (plan, result) {

@@ -249,10 +249,8 @@ mod tests {
             assert_eq!(native.input, gadget.input);
             // And it is SHA-256.
             if len % 8 == 0 {
-                let bytes: Vec<u8> = spec
-                    .chunks(8)
-                    .map(|c| c.iter().fold(0u8, |acc, &(_, v)| (acc << 1) | u8::from(v)))
-                    .collect();
+                let bytes: Vec<u8> =
+                    spec.chunks(8).map(|c| c.iter().fold(0u8, |acc, &(_, v)| (acc << 1) | u8::from(v))).collect();
                 let want: Vec<bool> = sha2::Sha256::digest(&bytes)
                     .iter()
                     .flat_map(|&byte| (0..8).rev().map(move |i| (byte >> i) & 1 == 1))

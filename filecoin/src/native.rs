@@ -1,0 +1,313 @@
+//! The PoRep circuit's native witness generator.
+//!
+//! [`NativePorep`] walks storage-proofs-porep's `StackedCircuit::synthesize` (and its
+//! per-challenge `Proof::synthesize`) step for step on a [`WitnessCs`]: the same
+//! allocations in the same order, every gadget the circuit calls called the same way,
+//! except the labelling SHA-256 (`create_label_circuit`), which is most of a PoRep
+//! partition's constraints (20 compressions per layer per challenge) and runs as
+//! `cuzk_synth::native::sha256`, computing the witness without building any
+//! `LinearCombination`. Poseidon, the Merkle inclusion proofs, the bit
+//! decompositions and the encoding run as the circuit's own gadgets.
+//!
+//! The circuit's own per-challenge type is private to storage-proofs-porep, so the
+//! generator takes its inputs from the vanilla proofs as `StackedCompound::circuit`
+//! does. Two of the fields it needs (a column proof's inclusion path and a labelling
+//! proof's node) are crate-private there; they are read through the vanilla proof's
+//! serde form (bincode, in memory), which is their published wire format.
+//!
+//! `tests/native.rs` checks that the inputs, aux values and constraint count equal
+//! the circuit's, over several sectors and every partition.
+
+use std::marker::PhantomData;
+
+use bellperson::{
+    gadgets::{boolean::Boolean, num::AllocatedNum},
+    SynthesisError,
+};
+use blstrs::Scalar as Fr;
+use cuzk_synth::{
+    native::{self, Bit},
+    WitnessCs,
+};
+use filecoin_hashers::{HashFunction, Hasher, PoseidonArity, POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2};
+use filecoin_proofs::{DefaultPieceHasher, DefaultTreeHasher, MerkleTreeTrait};
+use serde::Deserialize;
+use storage_proofs_core::{
+    gadgets::{constraint, encode::encode, por::AuthPath, por::PoRCircuit, uint64::UInt64, variables::Root},
+    merkle::{DiskStore, MerkleProof, MerkleProofTrait, MerkleTreeWrapper},
+    util::reverse_bit_numbering,
+};
+use storage_proofs_porep::stacked;
+use typenum::{U0, U11, U2};
+
+use crate::PorepError;
+
+type TreeProof<Tree> = MerkleProof<
+    <Tree as MerkleTreeTrait>::Hasher,
+    <Tree as MerkleTreeTrait>::Arity,
+    <Tree as MerkleTreeTrait>::SubTreeArity,
+    <Tree as MerkleTreeTrait>::TopTreeArity,
+>;
+type TreePath<Tree> = AuthPath<
+    <Tree as MerkleTreeTrait>::Hasher,
+    <Tree as MerkleTreeTrait>::Arity,
+    <Tree as MerkleTreeTrait>::SubTreeArity,
+    <Tree as MerkleTreeTrait>::TopTreeArity,
+>;
+type Domain = <DefaultTreeHasher as Hasher>::Domain;
+
+/// `stacked::ColumnProof`'s serde form.
+#[derive(Deserialize)]
+struct ColumnProofWire<P> {
+    column: ColumnWire,
+    inclusion_proof: P,
+}
+
+/// `stacked::Column`'s serde form.
+#[derive(Deserialize)]
+struct ColumnWire {
+    _index: u32,
+    rows: Vec<Domain>,
+    _h: PhantomData<()>,
+}
+
+/// `stacked::ReplicaColumnProof`'s serde form.
+#[derive(Deserialize)]
+struct ReplicaColumnProofWire<P> {
+    c_x: ColumnProofWire<P>,
+    drg_parents: Vec<ColumnProofWire<P>>,
+    exp_parents: Vec<ColumnProofWire<P>>,
+}
+
+/// `stacked::LabelingProof`'s serde form.
+#[derive(Deserialize)]
+struct LabelingProofWire {
+    _parents: Vec<Domain>,
+    _layer_index: u32,
+    node: u64,
+}
+
+/// A parent's column: its value at every layer and its path in tree C.
+struct Column<Tree: MerkleTreeTrait> {
+    rows: Vec<Fr>,
+    path: TreePath<Tree>,
+}
+
+/// One challenge's part of the circuit (storage-proofs-porep's circuit `Proof`).
+struct Challenge<Tree: MerkleTreeTrait> {
+    comm_d_path: AuthPath<DefaultPieceHasher, U2, U0, U0>,
+    data_leaf: Fr,
+    challenge: u64,
+    comm_r_last_path: TreePath<Tree>,
+    comm_c_path: TreePath<Tree>,
+    drg_parents: Vec<Column<Tree>>,
+    exp_parents: Vec<Column<Tree>>,
+}
+
+/// One PoRep partition's witness, generated natively (see the module docs).
+pub(crate) struct NativePorep<Tree: MerkleTreeTrait> {
+    replica_id: Fr,
+    comm_d: Fr,
+    comm_r: Fr,
+    comm_r_last: Fr,
+    comm_c: Fr,
+    challenges: Vec<Challenge<Tree>>,
+}
+
+fn wire<T: serde::Serialize, W: serde::de::DeserializeOwned>(value: &T) -> Result<W, PorepError> {
+    let bytes = bincode::serialize(value).map_err(|e| PorepError::Circuit(format!("native witness inputs: {e}")))?;
+    bincode::deserialize(&bytes).map_err(|e| PorepError::Circuit(format!("native witness inputs: {e}")))
+}
+
+fn column<Tree: MerkleTreeTrait<Hasher = DefaultTreeHasher>>(c: ColumnProofWire<TreeProof<Tree>>) -> Column<Tree> {
+    Column { rows: c.column.rows.into_iter().map(Into::into).collect(), path: c.inclusion_proof.as_options().into() }
+}
+
+impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> NativePorep<Tree> {
+    /// The generator of partition `vanilla`'s circuit, from the inputs
+    /// `StackedCompound::circuit` builds that circuit from.
+    pub(crate) fn new(
+        public: &stacked::PublicInputs<Domain, <DefaultPieceHasher as Hasher>::Domain>,
+        vanilla: &[stacked::Proof<Tree, DefaultPieceHasher>],
+    ) -> Result<Self, PorepError> {
+        let first = vanilla.first().ok_or_else(|| PorepError::Circuit("a partition without challenges".into()))?;
+        let (comm_r_last, comm_c) = (first.comm_r_last(), first.comm_c());
+        if vanilla.iter().any(|p| p.comm_r_last() != comm_r_last || p.comm_c() != comm_c) {
+            return Err(PorepError::Circuit("inconsistent comm_r_last or comm_c across challenges".into()));
+        }
+        let tau = public.tau.as_ref().ok_or_else(|| PorepError::Circuit("no comm_d/comm_r".into()))?;
+        let challenges = vanilla
+            .iter()
+            .map(|p| {
+                let columns: ReplicaColumnProofWire<TreeProof<Tree>> = wire(&p.replica_column_proofs)?;
+                let label: LabelingProofWire =
+                    wire(p.labeling_proofs.first().ok_or_else(|| PorepError::Circuit("no labelling proofs".into()))?)?;
+                Ok(Challenge {
+                    comm_d_path: p.comm_d_proofs.as_options().into(),
+                    data_leaf: p.comm_d_proofs.leaf().into(),
+                    challenge: label.node,
+                    comm_r_last_path: p.comm_r_last_proof.as_options().into(),
+                    comm_c_path: columns.c_x.inclusion_proof.as_options().into(),
+                    drg_parents: columns.drg_parents.into_iter().map(column).collect(),
+                    exp_parents: columns.exp_parents.into_iter().map(column).collect(),
+                })
+            })
+            .collect::<Result<_, PorepError>>()?;
+        Ok(NativePorep {
+            replica_id: public.replica_id.into(),
+            comm_d: tau.comm_d.into(),
+            comm_r: tau.comm_r.into(),
+            comm_r_last: comm_r_last.into(),
+            comm_c: comm_c.into(),
+            challenges,
+        })
+    }
+
+    /// `StackedCircuit::synthesize`.
+    pub(crate) fn generate(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+        let replica_id = AllocatedNum::alloc(&mut *cs, || Ok(self.replica_id))?;
+        replica_id.inputize(&mut *cs)?;
+        let replica_id_bits = reverse_bit_numbering(replica_id.to_bits_le(&mut *cs)?);
+        let replica_id_bits = bits(&replica_id_bits)?;
+        let comm_d = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_d))?;
+        comm_d.inputize(&mut *cs)?;
+        let comm_r = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_r))?;
+        comm_r.inputize(&mut *cs)?;
+        let comm_r_last = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_r_last))?;
+        let comm_c = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_c))?;
+        let hash = <<DefaultTreeHasher as Hasher>::Function as HashFunction<Domain>>::hash2_circuit(
+            &mut *cs,
+            &comm_c,
+            &comm_r_last,
+        )?;
+        constraint::equal(cs, || "comm_r = H(comm_c || comm_r_last)", &comm_r, &hash);
+        for challenge in self.challenges {
+            challenge.generate(cs, &comm_d, &comm_c, &comm_r_last, &replica_id_bits)?;
+        }
+        Ok(())
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> Challenge<Tree> {
+    /// storage-proofs-porep's circuit `Proof::synthesize`.
+    fn generate(
+        self,
+        cs: &mut WitnessCs,
+        comm_d: &AllocatedNum<Fr>,
+        comm_c: &AllocatedNum<Fr>,
+        comm_r_last: &AllocatedNum<Fr>,
+        replica_id: &[Bit],
+    ) -> Result<(), SynthesisError> {
+        let data_leaf = AllocatedNum::alloc(&mut *cs, || Ok(self.data_leaf))?;
+        inclusion(cs, self.comm_d_path, comm_d, &data_leaf)?;
+
+        let layers = self.drg_parents.first().map_or(0, |c| c.rows.len());
+        let mut columns = |parents: Vec<Column<Tree>>| -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
+            parents
+                .into_iter()
+                .map(|p| {
+                    assert_eq!(p.rows.len(), layers, "every column has a row per layer");
+                    let col = p
+                        .rows
+                        .iter()
+                        .map(|v| AllocatedNum::alloc(&mut *cs, || Ok(*v)))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let hash = hash_column(cs, &col)?;
+                    inclusion(cs, p.path, comm_c, &hash)?;
+                    Ok(col)
+                })
+                .collect()
+        };
+        let drg = columns(self.drg_parents)?;
+        let exp = columns(self.exp_parents)?;
+
+        let challenge = UInt64::alloc(&mut *cs, Some(self.challenge))?;
+        challenge.pack_into_input(&mut *cs)?;
+        let challenge_bits = bits(&challenge.to_bits_be())?;
+
+        let mut labels = Vec::with_capacity(layers);
+        for layer in 1..=layers {
+            let mut parents: Vec<Vec<Bit>> = Vec::with_capacity(14);
+            for col in &drg {
+                parents.push(bits(&reverse_bit_numbering(col[layer - 1].to_bits_le(&mut *cs)?))?);
+            }
+            if layer > 1 {
+                for col in &exp {
+                    parents.push(bits(&reverse_bit_numbering(col[layer - 2].to_bits_le(&mut *cs)?))?);
+                }
+            }
+            labels.push(create_label(cs, replica_id, &parents, layer as u32, &challenge_bits)?);
+        }
+
+        let key = labels.last().ok_or(SynthesisError::Unsatisfiable)?;
+        let encoded = encode(&mut *cs, key, &data_leaf)?;
+        inclusion(cs, self.comm_r_last_path, comm_r_last, &encoded)?;
+        let column_hash = hash_column(cs, &labels)?;
+        inclusion(cs, self.comm_c_path, comm_c, &column_hash)
+    }
+}
+
+fn bits(booleans: &[Boolean]) -> Result<Vec<Bit>, SynthesisError> {
+    booleans.iter().map(Bit::of).collect()
+}
+
+/// `create_label_circuit` with the parents expanded as `Proof::synthesize` expands
+/// them (to 37: the 14 of a later layer twice and its first 9, or the 6 of layer 1
+/// six times and its first once), the SHA-256 native.
+fn create_label(
+    cs: &mut WitnessCs,
+    replica_id: &[Bit],
+    parents: &[Vec<Bit>],
+    layer: u32,
+    node_be: &[Bit],
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    const TOTAL_PARENTS: usize = 37;
+    let expanded: Vec<&Vec<Bit>> = if layer > 1 {
+        parents.iter().chain(parents).chain(&parents[..9]).collect()
+    } else {
+        parents.iter().cycle().take(parents.len() * 6).chain(&parents[..1]).collect()
+    };
+    assert_eq!(expanded.len(), TOTAL_PARENTS, "a label hashes 37 parents");
+    let mut preimage = Vec::with_capacity((2 + TOTAL_PARENTS) * 256);
+    preimage.extend_from_slice(replica_id);
+    preimage.resize(256, Bit::Const(false));
+    preimage.extend((0..32).rev().map(|i| Bit::Const((layer >> i) & 1 == 1)));
+    preimage.extend_from_slice(node_be);
+    preimage.resize(512, Bit::Const(false));
+    for parent in expanded {
+        preimage.extend_from_slice(parent);
+        let padded = preimage.len().next_multiple_of(256);
+        preimage.resize(padded, Bit::Const(false));
+    }
+    let digest = native::sha256(cs, &preimage);
+    // reverse_bit_numbering: the bits of each byte reversed.
+    let digest: Vec<Bit> = digest.chunks(8).flat_map(|byte| byte.iter().rev().copied()).collect();
+    native::pack_bits(cs, &digest)
+}
+
+/// storage-proofs-porep's `hash_single_column`.
+fn hash_column(cs: &mut WitnessCs, column: &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    match column.len() {
+        2 => neptune::circuit::poseidon_hash::<_, Fr, U2>(&mut *cs, column.to_vec(), &POSEIDON_CONSTANTS_2),
+        11 => neptune::circuit::poseidon_hash::<_, Fr, U11>(&mut *cs, column.to_vec(), &POSEIDON_CONSTANTS_11),
+        n => panic!("no PoRep has {n} layers"),
+    }
+}
+
+/// storage-proofs-porep's `enforce_inclusion`.
+fn inclusion<H, U, V, W>(
+    cs: &mut WitnessCs,
+    path: AuthPath<H, U, V, W>,
+    root: &AllocatedNum<Fr>,
+    leaf: &AllocatedNum<Fr>,
+) -> Result<(), SynthesisError>
+where
+    H: 'static + Hasher,
+    U: 'static + PoseidonArity,
+    V: 'static + PoseidonArity,
+    W: 'static + PoseidonArity,
+{
+    let root = Root::from_allocated::<WitnessCs>(root.clone());
+    let leaf = Root::from_allocated::<WitnessCs>(leaf.clone());
+    PoRCircuit::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>>::synthesize(cs, leaf, path, root, true)
+}
