@@ -8,7 +8,9 @@ use std::fmt;
 
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
-use cuzk_synth::{synthesize_in, synthesize_native, Assignment, Precompiled, SynthError, SynthMode, WitnessCs};
+use cuzk_synth::{
+    synthesize_in, synthesize_native, witness_only, Assignment, Precompiled, SynthError, SynthMode, WitnessCs,
+};
 use filecoin_proofs::{SectorShapeBase, SectorShapeSub8, SectorShapeTop2};
 use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_update::EmptySectorUpdateCompound;
@@ -68,6 +70,7 @@ impl Partition {
             (SynthMode::PrecompiledInto(pre, alloc), Some(native)) => {
                 synthesize_native(native, pre, Some(alloc)).map(|a| (a, None))
             }
+            (SynthMode::WitnessOnly { native: true }, Some(native)) => witness_only(native).map(|a| (a, None)),
             (mode, _) => (self.generic)(mode),
         }
     }

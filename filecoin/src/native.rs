@@ -21,7 +21,11 @@
 use std::marker::PhantomData;
 
 use bellperson::{
-    gadgets::{boolean::Boolean, num::AllocatedNum},
+    gadgets::{
+        boolean::{AllocatedBit, Boolean},
+        multipack,
+        num::AllocatedNum,
+    },
     SynthesisError,
 };
 use blstrs::Scalar as Fr;
@@ -33,12 +37,11 @@ use filecoin_hashers::{HashFunction, Hasher, PoseidonArity, POSEIDON_CONSTANTS_1
 use filecoin_proofs::{DefaultPieceHasher, DefaultTreeHasher, MerkleTreeTrait};
 use serde::Deserialize;
 use storage_proofs_core::{
-    gadgets::{constraint, encode::encode, por::AuthPath, por::PoRCircuit, uint64::UInt64, variables::Root},
+    gadgets::{constraint, encode::encode, insertion, por::AuthPath, por::PoRCircuit, uint64::UInt64, variables::Root},
     merkle::{DiskStore, MerkleProof, MerkleProofTrait, MerkleTreeWrapper},
-    util::reverse_bit_numbering,
 };
 use storage_proofs_porep::stacked;
-use typenum::{U0, U11, U2};
+use typenum::{U11, U2};
 
 use crate::PorepError;
 
@@ -95,7 +98,9 @@ struct Column<Tree: MerkleTreeTrait> {
 
 /// One challenge's part of the circuit (storage-proofs-porep's circuit `Proof`).
 struct Challenge<Tree: MerkleTreeTrait> {
-    comm_d_path: AuthPath<DefaultPieceHasher, U2, U0, U0>,
+    /// Tree D's path as `MerkleProofTrait::as_options` gives it: per level the
+    /// sibling and the node's index among the two.
+    comm_d_path: Vec<(Vec<Option<Fr>>, Option<usize>)>,
     data_leaf: Fr,
     challenge: u64,
     comm_r_last_path: TreePath<Tree>,
@@ -143,7 +148,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> NativePorep<Tr
                 let label: LabelingProofWire =
                     wire(p.labeling_proofs.first().ok_or_else(|| PorepError::Circuit("no labelling proofs".into()))?)?;
                 Ok(Challenge {
-                    comm_d_path: p.comm_d_proofs.as_options().into(),
+                    comm_d_path: p.comm_d_proofs.as_options(),
                     data_leaf: p.comm_d_proofs.leaf().into(),
                     challenge: label.node,
                     comm_r_last_path: p.comm_r_last_proof.as_options().into(),
@@ -167,8 +172,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> NativePorep<Tr
     pub(crate) fn generate(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
         let replica_id = AllocatedNum::alloc(&mut *cs, || Ok(self.replica_id))?;
         replica_id.inputize(&mut *cs)?;
-        let replica_id_bits = reverse_bit_numbering(replica_id.to_bits_le(&mut *cs)?);
-        let replica_id_bits = bits(&replica_id_bits)?;
+        let replica_id_bits = bits_be_per_byte(cs, self.replica_id);
         let comm_d = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_d))?;
         comm_d.inputize(&mut *cs)?;
         let comm_r = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_r))?;
@@ -199,7 +203,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> Challenge<Tree
         replica_id: &[Bit],
     ) -> Result<(), SynthesisError> {
         let data_leaf = AllocatedNum::alloc(&mut *cs, || Ok(self.data_leaf))?;
-        inclusion(cs, self.comm_d_path, comm_d, &data_leaf)?;
+        sha256_inclusion(cs, self.comm_d_path, comm_d, &data_leaf)?;
 
         let layers = self.drg_parents.first().map_or(0, |c| c.rows.len());
         let mut columns = |parents: Vec<Column<Tree>>| -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
@@ -229,11 +233,11 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> Challenge<Tree
         for layer in 1..=layers {
             let mut parents: Vec<Vec<Bit>> = Vec::with_capacity(14);
             for col in &drg {
-                parents.push(bits(&reverse_bit_numbering(col[layer - 1].to_bits_le(&mut *cs)?))?);
+                parents.push(bits_be_per_byte(cs, value(&col[layer - 1])?));
             }
             if layer > 1 {
                 for col in &exp {
-                    parents.push(bits(&reverse_bit_numbering(col[layer - 2].to_bits_le(&mut *cs)?))?);
+                    parents.push(bits_be_per_byte(cs, value(&col[layer - 2])?));
                 }
             }
             labels.push(create_label(cs, replica_id, &parents, layer as u32, &challenge_bits)?);
@@ -249,6 +253,56 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> Challenge<Tree
 
 fn bits(booleans: &[Boolean]) -> Result<Vec<Bit>, SynthesisError> {
     booleans.iter().map(Bit::of).collect()
+}
+
+fn value(num: &AllocatedNum<Fr>) -> Result<Fr, SynthesisError> {
+    num.get_value().ok_or(SynthesisError::AssignmentMissing)
+}
+
+/// `reverse_bit_numbering(num.to_bits_le(cs))`: the 255 bits allocated, a constant
+/// zero appended, the bits of each byte reversed (what the circuits hash).
+fn bits_be_per_byte(cs: &mut WitnessCs, v: Fr) -> Vec<Bit> {
+    let mut le = native::to_bits_le(cs, v);
+    le.push(Bit::Const(false));
+    reverse_per_byte(&le)
+}
+
+fn reverse_per_byte(bits: &[Bit]) -> Vec<Bit> {
+    debug_assert!(bits.len().is_multiple_of(8));
+    bits.chunks(8).flat_map(|byte| byte.iter().rev().copied()).collect()
+}
+
+/// `enforce_inclusion` in tree D (binary, SHA-256): storage-proofs-core's
+/// `PoRCircuit::synthesize` for `MerkleTreeWrapper<Sha256Hasher, _, U2, U0, U0>`
+/// with a private root, and `Sha256Function::hash_multi_leaf_circuit`, the SHA-256
+/// and the bit decompositions native.
+fn sha256_inclusion(
+    cs: &mut WitnessCs,
+    path: Vec<(Vec<Option<Fr>>, Option<usize>)>,
+    root: &AllocatedNum<Fr>,
+    leaf: &AllocatedNum<Fr>,
+) -> Result<(), SynthesisError> {
+    let mut cur = leaf.clone();
+    let mut path_bits = Vec::with_capacity(path.len());
+    for (hashes, index) in path {
+        let index = index.ok_or(SynthesisError::AssignmentMissing)?;
+        let bit = Boolean::from(AllocatedBit::alloc(&mut *cs, Some(index & 1 == 1))?);
+        path_bits.push(bit.clone());
+        let siblings = hashes
+            .iter()
+            .map(|h| AllocatedNum::alloc(&mut *cs, || h.ok_or(SynthesisError::AssignmentMissing)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inserted = insertion::insert(cs, &cur, &[bit], &siblings)?;
+        let mut preimage = Vec::with_capacity(512);
+        for node in &inserted {
+            preimage.extend(bits_be_per_byte(cs, value(node)?));
+        }
+        let digest = native::sha256(cs, &preimage);
+        cur = native::pack_bits(cs, &reverse_per_byte(&digest))?;
+    }
+    multipack::pack_into_inputs(&mut *cs, &path_bits)?;
+    constraint::equal(cs, || "enforce root is correct", &cur, root);
+    Ok(())
 }
 
 /// `create_label_circuit` with the parents expanded as `Proof::synthesize` expands

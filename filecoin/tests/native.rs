@@ -48,3 +48,27 @@ fn native_porep_witness_equals_the_circuit_at_8mib_and_512mib() {
         native_equals_generic(&c1, max, &format!("{proof:?}"));
     }
 }
+
+/// The first partition of 32GiB and 64GiB sectors (11 layers, arity-8 trees with
+/// sub- and top-trees, about 130 million constraints): the witness alone is
+/// compared, since recording such a circuit needs far more memory than the witness
+/// (about 9 GB for both witnesses and two minutes on the 2-core build machine).
+#[test]
+fn native_porep_witness_equals_the_circuit_at_32gib_and_64gib() {
+    for proof in [RegisteredSealProof::StackedDrg32GiBV1_1, RegisteredSealProof::StackedDrg64GiBV1_1] {
+        let c1 = serde_json::to_vec(&shape_only_c1(proof, [7; 32], 7, 1).unwrap()).unwrap();
+        let parse = || partition_circuits(parse_c1(&c1, usize::MAX).unwrap()).unwrap().remove(0);
+        let t = std::time::Instant::now();
+        let (n, _) = parse().synthesize_with(SynthMode::WitnessOnly { native: true }).unwrap();
+        let tn = t.elapsed();
+        let t = std::time::Instant::now();
+        let (g, _) = parse().synthesize_with(SynthMode::WitnessOnly { native: false }).unwrap();
+        let tg = t.elapsed();
+        eprintln!("{proof:?} partition 0: {} aux; witness native {tn:.1?}, generic {tg:.1?}", g.aux.len());
+        assert_eq!(n.input, g.input, "{proof:?}: inputs");
+        assert_eq!(n.aux.len(), g.aux.len(), "{proof:?}: aux count");
+        if let Some(i) = n.aux.iter().zip(&g.aux).position(|(a, b)| a != b) {
+            panic!("{proof:?}: aux {i} differs");
+        }
+    }
+}

@@ -31,7 +31,7 @@ pub use density::Density;
 pub use error::SynthError;
 pub use precompiled::{
     synthesize_in, synthesize_native, synthesize_precompiled, synthesize_precompiled_into, synthesize_recording,
-    Precompiled, SynthMode, WitnessCs,
+    witness_only, Precompiled, SynthMode, WitnessCs,
 };
 pub use shape_of::shape_of;
 pub use synthetic::{SyntheticCircuit, SyntheticSpec};

@@ -65,23 +65,40 @@ impl Matrix {
         let mut start = if rows.start == 0 { 0 } else { self.row_end[rows.start - 1] as usize };
         for (row, o) in rows.zip(out.iter_mut()) {
             let end = self.row_end[row] as usize;
-            let mut acc = Scalar::ZERO;
-            for e in &self.entries[start..end] {
-                let v = &w[(e.var & 1) as usize][(e.var >> 1) as usize];
-                // Most coefficients are 1, -1 or 2 and most witness values are bits
-                // (SHA-256 gadgets): only the rest need a field multiplication.
-                match e.coeff {
-                    ONE => acc += v,
-                    MINUS_ONE => acc -= v,
-                    TWO => acc += v.double(),
-                    k if *v == Scalar::ZERO => debug_assert!(k > TWO),
-                    k if *v == Scalar::ONE => acc += &coeffs[k as usize],
-                    k => acc += *v * coeffs[k as usize],
-                }
-            }
-            *o = acc;
+            *o = self.row_value(start..end, coeffs, w);
             start = end;
         }
+    }
+
+    /// The first `n` rows times the witness, in a new vector: written once, never
+    /// zero-filled first (on the heap path that fill was a tenth of a partition).
+    fn eval_vec(&self, n: usize, coeffs: &[Scalar], w: [&[Scalar]; 2]) -> Vec<Scalar> {
+        let mut out = Vec::with_capacity(n);
+        let mut start = 0;
+        for &end in &self.row_end[..n] {
+            out.push(self.row_value(start..end as usize, coeffs, w));
+            start = end as usize;
+        }
+        out
+    }
+
+    #[inline(always)]
+    fn row_value(&self, entries: std::ops::Range<usize>, coeffs: &[Scalar], w: [&[Scalar]; 2]) -> Scalar {
+        let mut acc = Scalar::ZERO;
+        for e in &self.entries[entries] {
+            let v = &w[(e.var & 1) as usize][(e.var >> 1) as usize];
+            // Most coefficients are 1, -1 or 2 and most witness values are bits
+            // (SHA-256 gadgets): only the rest need a field multiplication.
+            match e.coeff {
+                ONE => acc += v,
+                MINUS_ONE => acc -= v,
+                TWO => acc += v.double(),
+                k if *v == Scalar::ZERO => debug_assert!(k > TWO),
+                k if *v == Scalar::ONE => acc += &coeffs[k as usize],
+                k => acc += *v * coeffs[k as usize],
+            }
+        }
+        acc
     }
 }
 
@@ -347,13 +364,19 @@ pub enum SynthMode<'a> {
     /// even where a native generator exists (`synthesize.native = false`, and the
     /// reference the differential tests compare the native generators with).
     PrecompiledGeneric(&'a Precompiled, Option<&'a dyn EvalAlloc>),
+    /// The witness alone, with no recording: the assignment's `input` and `aux`,
+    /// with a, b, c and the densities empty. For comparing a native generator with
+    /// the circuit where recording it does not fit in memory (a 32GiB partition),
+    /// and for timing the witness apart. `native`: the partition's native generator
+    /// where it has one.
+    WitnessOnly { native: bool },
 }
 
 impl SynthMode<'_> {
     /// The recording and the allocator of the pre-compiled modes.
     pub fn precompiled(&self) -> Option<(&Precompiled, Option<&dyn EvalAlloc>)> {
         match *self {
-            SynthMode::Plain | SynthMode::Record => None,
+            SynthMode::Plain | SynthMode::Record | SynthMode::WitnessOnly { .. } => None,
             SynthMode::Precompiled(pre) => Some((pre, None)),
             SynthMode::PrecompiledInto(pre, alloc) => Some((pre, Some(alloc))),
             SynthMode::PrecompiledGeneric(pre, alloc) => Some((pre, alloc)),
@@ -381,6 +404,7 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
         SynthMode::PrecompiledGeneric(pre, alloc) => {
             synthesize_precompiled_into(circuit, pre, alloc).map(|a| (a, None))
         }
+        SynthMode::WitnessOnly { .. } => witness_only(|cs| circuit.synthesize(cs)).map(|a| (a, None)),
     }
 }
 
@@ -406,6 +430,28 @@ pub fn synthesize_precompiled_into<C: Circuit<Scalar>>(
     alloc: Option<&dyn EvalAlloc>,
 ) -> Result<Assignment, SynthError> {
     synthesize_native(|cs| circuit.synthesize(cs), pre, alloc)
+}
+
+/// [`SynthMode::WitnessOnly`]: `generate`'s input and aux assignment, a, b, c and
+/// the densities empty.
+///
+/// # Errors
+/// The generator's synthesis error.
+pub fn witness_only<G>(generate: G) -> Result<Assignment, SynthError>
+where
+    G: FnOnce(&mut WitnessCs) -> Result<(), SynthesisError>,
+{
+    let mut cs = WitnessCs::new_root();
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    generate(&mut cs)?;
+    Ok(Assignment {
+        abc: Evals::heap(Vec::new(), Vec::new(), Vec::new()),
+        input: cs.input,
+        aux: cs.aux,
+        a_aux_density: Density::default(),
+        b_input_density: Density::default(),
+        b_aux_density: Density::default(),
+    })
 }
 
 /// Synthesizes with `pre` as [`synthesize_precompiled_into`] does, the witness
@@ -452,11 +498,7 @@ where
             Evals::Lent(buf)
         }
         None => {
-            let product = |m: &Matrix| {
-                let mut out = vec![Scalar::ZERO; n];
-                m.eval_rows(0..n, &pre.coeffs, w, &mut out);
-                out
-            };
+            let product = |m: &Matrix| m.eval_vec(n, &pre.coeffs, w);
             Evals::heap(product(&pre.a), product(&pre.b), product(&pre.c))
         }
     };

@@ -62,10 +62,14 @@ impl Bit {
     pub fn is_constant(self) -> bool {
         matches!(self, Bit::Const(_))
     }
+}
 
-    /// `Boolean::not`.
+/// `Boolean::not`: no allocation, the negation kept in the bit.
+impl std::ops::Not for Bit {
+    type Output = Bit;
+
     #[inline]
-    pub fn not(self) -> Bit {
+    fn not(self) -> Bit {
         match self {
             Bit::Const(v) => Bit::Const(!v),
             Bit::Is(v) => Bit::Not(v),
@@ -98,9 +102,9 @@ impl WitnessCs {
     pub(crate) fn xor(&mut self, a: Bit, b: Bit) -> Bit {
         match (a, b) {
             (Bit::Const(false), x) | (x, Bit::Const(false)) => x,
-            (Bit::Const(true), x) | (x, Bit::Const(true)) => x.not(),
+            (Bit::Const(true), x) | (x, Bit::Const(true)) => !x,
             // Is ^ Not: the xor of the two variables, negated.
-            (Bit::Is(x), Bit::Not(y)) | (Bit::Not(y), Bit::Is(x)) => self.alloc_bit(x ^ y).not(),
+            (Bit::Is(x), Bit::Not(y)) | (Bit::Not(y), Bit::Is(x)) => !self.alloc_bit(x ^ y),
             (Bit::Is(x), Bit::Is(y)) | (Bit::Not(x), Bit::Not(y)) => self.alloc_bit(x ^ y),
         }
     }
@@ -124,10 +128,10 @@ impl WitnessCs {
         match (a, b, c) {
             (Bit::Const(_), Bit::Const(_), Bit::Const(_)) => Bit::Const(v),
             (Bit::Const(false), _, c) => c,
-            (a, Bit::Const(false), c) => self.and(a.not(), c),
+            (a, Bit::Const(false), c) => self.and(!a, c),
             (a, b, Bit::Const(false)) => self.and(a, b),
-            (a, b, Bit::Const(true)) => self.and(a, b.not()).not(),
-            (a, Bit::Const(true), c) => self.and(a.not(), c.not()).not(),
+            (a, b, Bit::Const(true)) => !self.and(a, !b),
+            (a, Bit::Const(true), c) => !self.and(!a, !c),
             // A constant `true` a, or no constant: the general case.
             _ => self.alloc_bit(v),
         }
@@ -141,9 +145,9 @@ impl WitnessCs {
             (Bit::Const(false), b, c) => self.and(b, c),
             (a, Bit::Const(false), c) => self.and(a, c),
             (a, b, Bit::Const(false)) => self.and(a, b),
-            (a, b, Bit::Const(true)) => self.and(a.not(), b.not()).not(),
-            (a, Bit::Const(true), c) => self.and(a.not(), c.not()).not(),
-            (Bit::Const(true), b, c) => self.and(b.not(), c.not()).not(),
+            (a, b, Bit::Const(true)) => !self.and(!a, !b),
+            (a, Bit::Const(true), c) => !self.and(!a, !c),
+            (Bit::Const(true), b, c) => !self.and(!b, !c),
             _ => {
                 // The gadget allocates maj, then `b and c`, then enforces maj.
                 let maj = self.alloc_bit(v);
@@ -152,6 +156,16 @@ impl WitnessCs {
             }
         }
     }
+}
+
+/// `AllocatedNum::to_bits_le`: the value's bits, least significant first, each an
+/// allocated bit, and the unpacking constraint.
+pub fn to_bits_le(cs: &mut WitnessCs, value: Scalar) -> Vec<Bit> {
+    let repr = value.to_repr();
+    let bits =
+        (0..Scalar::NUM_BITS as usize).map(|i| cs.alloc_bit((repr.as_ref()[i / 8] >> (i % 8)) & 1 == 1)).collect();
+    cs.constraints += 1;
+    bits
 }
 
 /// `gadgets::sha256::sha256` on `input`: the digest's bits as the gadget returns them.
@@ -257,6 +271,21 @@ mod tests {
                     .collect();
                 assert_eq!(native_out, want, "len {len} mix {mix}: sha256");
             }
+        }
+    }
+
+    #[test]
+    fn to_bits_le_allocates_what_the_gadget_allocates() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        for v in [Scalar::ZERO, Scalar::ONE, -Scalar::ONE, Scalar::random(&mut rng), Scalar::random(&mut rng)] {
+            let mut gadget = <WitnessCs as ConstraintSystem<Scalar>>::new();
+            let num = AllocatedNum::alloc(&mut gadget, || Ok(v)).unwrap();
+            let want: Vec<bool> = num.to_bits_le(&mut gadget).unwrap().iter().map(|b| b.get_value().unwrap()).collect();
+            let mut native = <WitnessCs as ConstraintSystem<Scalar>>::new();
+            AllocatedNum::alloc(&mut native, || Ok(v)).unwrap();
+            let got: Vec<bool> = to_bits_le(&mut native, v).iter().map(|b| b.value()).collect();
+            assert_eq!(got, want);
+            assert!(native.aux == gadget.aux && native.constraints == gadget.constraints);
         }
     }
 }

@@ -103,11 +103,12 @@ impl Word {
         let max = ops.len() as u64 * u64::from(u32::MAX);
         let n = (64 - max.leading_zeros()) as usize;
         let mut bits = [Bit::Const(false); 32];
-        for i in 0..n {
-            let b = cs.alloc_bit((sum >> i) & 1 == 1);
-            if i < 32 {
-                bits[i] = b;
-            }
+        for (i, slot) in bits.iter_mut().enumerate() {
+            *slot = cs.alloc_bit((sum >> i) & 1 == 1);
+        }
+        // The carry bits past the word are allocated too, then dropped.
+        for i in 32..n {
+            cs.alloc_bit((sum >> i) & 1 == 1);
         }
         eq.enforce_equal(cs, n);
         Word { bits, value: sum as u32 }
