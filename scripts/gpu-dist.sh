@@ -13,6 +13,9 @@ rm -rf "$out" && mkdir -p "$out"
 
 cargo build --release --bin cuzk
 cp target/release/cuzk "$out/cuzk"
+# Synthesis per partition, generic vs native (gpu-run.sh phase "synth").
+cargo build --release -p cuzk-filecoin --example synth_bench
+cp target/release/examples/synth_bench "$out/synth_bench"
 
 # Test binaries: `cargo test --no-run` prints where they are.
 for t in "-p cuzk --test gpu" "-p cuzk-gpu --test cuda_vs_cpu" "-p cuzk --test post_update"; do

@@ -20,7 +20,9 @@
 #   "kinds" (tests/post_update.rs on this host's backend: WinningPoSt, WindowPoSt and
 #   SnapDeals proofs checked by filecoin-proofs' verifiers) and "deadline" (`cuzk
 #   bench deadline`: WinningPoSt / WindowPoSt-partition latency alone and under a
-#   2KiB PoRep stream; DEADLINE_COUNT=20, DEADLINE_LOAD=32 PoRep jobs in flight)
+#   2KiB PoRep stream; DEADLINE_COUNT=20, DEADLINE_LOAD=32 PoRep jobs in flight),
+#   "synth" (examples/synth_bench: synthesis CPU per partition, generic vs native,
+#   below)
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/cuzk-out}
@@ -131,6 +133,8 @@ if [[ " $PHASES " == *" porep "* ]]; then
     # split, no lending, no saved recording), "cold" (default, but no saved recording
     # is loaded or saved),
     # "warm" (default; named for the run after one that saved the recording),
+    # "generic" (pre-compiled, the witness from the circuit's own synthesize instead
+    # of the native generator: the before/after of native witness generation),
     # "noverify" (default without the Verify stage: what verification costs),
     # "prep4" (4 PrepareMsm and 2 StagePcie workers), "prev" (an earlier binary,
     # cuzk-prev.gz, default config). The default saves the circuit recording in the
@@ -144,6 +148,7 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 default) extra="" ;;
                 plain) extra='[synthesize]\nprecompile = false\n' ;;
                 nonice) extra='[synthesize]\nnice = 0\n' ;;
+                generic) extra='[synthesize]\nnative = false\n' ;;
                 old) extra='[synthesize]\nprecompile = false\nnice = 0\n' ;;
                 prep2) extra='[prepare_msm]\nworkers = 2\n' ;;
                 prep2pcie2) extra='[prepare_msm]\nworkers = 2\n[stage_pcie]\nworkers = 2\n' ;;
@@ -176,6 +181,38 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 --param-cache "$FP" --count "${POREP_COUNT:-20}" --warmup "${POREP_WARMUP:-0}" --seed 1 ${POREP_VERIFY---verify} > "$L" 2>&1
             say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^warm-up|^cuzk|^stage busy|^ops|^pinned|^wall|^verify' "$L" | tr '\n' ' ')"
         done
+    done
+fi
+
+if [[ " $PHASES " == *" synth "* ]]; then
+    # Synthesis CPU per partition (examples/synth_bench): plain, pre-compiled with the
+    # circuit's witness, pre-compiled with the native witness, one partition at a time
+    # (SYNTH_REPEATS=3), then SYNTH_THREADS (16) threads each synthesizing 4 partitions
+    # at once, generic then native (core-seconds per partition = wall / 4 with every
+    # core busy). SYNTH_SIZES="2KiB 8MiB" use the sealed C1s of "porep"; "512MiB" a
+    # shape-only C1. SYNTH_WITNESS="32GiB 64GiB": the first partition's witness alone,
+    # native then generic (no recording: it would take ~25 GB and minutes).
+    SB="$D/synth_bench"
+    for SZ in ${SYNTH_SIZES:-2KiB 8MiB 512MiB}; do
+        case $SZ in
+            2KiB|8MiB) porep_inputs "$SZ" ;;
+            *) C1=/tmp/cuzk-c1-shape-$SZ
+               [ -f "$C1/meta.json" ] || "$D/cuzk" gen-c1 --shape-only --sector-size "$SZ" --seed 1 --out "$C1" > "$OUT/synth-c1-$SZ.log" 2>&1 ;;
+        esac
+        L="$OUT/synth-$SZ.log"
+        "$SB" "$C1/c1.json" "${SYNTH_REPEATS:-3}" > "$L" 2>&1
+        GENERIC=1 THREADS=${SYNTH_THREADS:-16} "$SB" "$C1/c1.json" 4 >> "$L" 2>&1
+        sed -i '$s/^/generic /' "$L"
+        THREADS=${SYNTH_THREADS:-16} "$SB" "$C1/c1.json" 4 >> "$L" 2>&1
+        sed -i '$s/^/native /' "$L"
+        say "synth $SZ: $(grep -E '^(record|plain|precompiled|native|generic)' "$L" | tr -s ' ' | tr '\n' ';')"
+    done
+    for SZ in ${SYNTH_WITNESS:-32GiB}; do
+        C1=/tmp/cuzk-c1-shape-$SZ
+        [ -f "$C1/meta.json" ] || "$D/cuzk" gen-c1 --shape-only --sector-size "$SZ" --seed 1 --out "$C1" > "$OUT/synth-c1-$SZ.log" 2>&1
+        L="$OUT/synth-witness-$SZ.log"
+        WITNESS_ONLY=1 "$SB" "$C1/c1.json" 1 > "$L" 2>&1
+        say "synth witness $SZ: $(tr -s ' ' < "$L" | tr '\n' ';')"
     done
 fi
 

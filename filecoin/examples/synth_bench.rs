@@ -5,7 +5,8 @@
 //! `cargo run --release -p cuzk-filecoin --example synth_bench -- <c1.json> [repeats]`
 //! (`ONLY_PRECOMPILED=1`: time only the pre-compiled path, for a profiler, native
 //! unless `GENERIC=1`;
-//! `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
+//! `WITNESS_ONLY=1`: the first partition's witness alone, native then generic, no
+//! recording (for 32GiB-class partitions); `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
 //! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
 //! contention of a stream).
 
@@ -29,6 +30,17 @@ fn main() {
     let repeats: usize = args.next().map_or(3, |r| r.parse().expect("repeats is a number"));
     let bytes = std::fs::read(&path).expect("read C1");
     let parts = || partition_circuits(parse_c1(&bytes, usize::MAX).unwrap()).unwrap();
+    if std::env::var_os("WITNESS_ONLY").is_some() {
+        // The witness alone, no recording (a 32GiB partition's would be ~25 GB).
+        for native in [true, false] {
+            let p = parts().remove(0);
+            let t = Instant::now();
+            let (w, _) = p.synthesize_with(SynthMode::WitnessOnly { native }).unwrap();
+            let name = if native { "native" } else { "generic" };
+            println!("witness {name}: {:>8.3} s  aux {}", t.elapsed().as_secs_f64(), w.aux.len());
+        }
+        return;
+    }
 
     let t = Instant::now();
     let (recorded, pre) = parts().remove(0).synthesize_with(SynthMode::Record).unwrap();

@@ -33,15 +33,15 @@ use cuzk_synth::{
     native::{self, Bit},
     WitnessCs,
 };
-use filecoin_hashers::{HashFunction, Hasher, PoseidonArity, POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2};
+use filecoin_hashers::{Hasher, PoseidonArity, POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2};
 use filecoin_proofs::{DefaultPieceHasher, DefaultTreeHasher, MerkleTreeTrait};
 use serde::Deserialize;
 use storage_proofs_core::{
-    gadgets::{constraint, encode::encode, insertion, por::AuthPath, por::PoRCircuit, uint64::UInt64, variables::Root},
-    merkle::{DiskStore, MerkleProof, MerkleProofTrait, MerkleTreeWrapper},
+    gadgets::{constraint, encode::encode, insertion, uint64::UInt64},
+    merkle::{MerkleProof, MerkleProofTrait},
 };
 use storage_proofs_porep::stacked;
-use typenum::{U11, U2};
+use typenum::{Unsigned, U2};
 
 use crate::PorepError;
 
@@ -51,12 +51,9 @@ type TreeProof<Tree> = MerkleProof<
     <Tree as MerkleTreeTrait>::SubTreeArity,
     <Tree as MerkleTreeTrait>::TopTreeArity,
 >;
-type TreePath<Tree> = AuthPath<
-    <Tree as MerkleTreeTrait>::Hasher,
-    <Tree as MerkleTreeTrait>::Arity,
-    <Tree as MerkleTreeTrait>::SubTreeArity,
-    <Tree as MerkleTreeTrait>::TopTreeArity,
->;
+/// A Merkle path as `MerkleProofTrait::as_options` gives it: per level the siblings
+/// and the node's index among them (base levels, then the sub- and top-tree's).
+type PathOptions = Vec<(Vec<Option<Fr>>, Option<usize>)>;
 type Domain = <DefaultTreeHasher as Hasher>::Domain;
 
 /// `stacked::ColumnProof`'s serde form.
@@ -91,22 +88,22 @@ struct LabelingProofWire {
 }
 
 /// A parent's column: its value at every layer and its path in tree C.
-struct Column<Tree: MerkleTreeTrait> {
+struct Column {
     rows: Vec<Fr>,
-    path: TreePath<Tree>,
+    path: PathOptions,
 }
 
 /// One challenge's part of the circuit (storage-proofs-porep's circuit `Proof`).
-struct Challenge<Tree: MerkleTreeTrait> {
+struct Challenge {
     /// Tree D's path as `MerkleProofTrait::as_options` gives it: per level the
     /// sibling and the node's index among the two.
-    comm_d_path: Vec<(Vec<Option<Fr>>, Option<usize>)>,
+    comm_d_path: PathOptions,
     data_leaf: Fr,
     challenge: u64,
-    comm_r_last_path: TreePath<Tree>,
-    comm_c_path: TreePath<Tree>,
-    drg_parents: Vec<Column<Tree>>,
-    exp_parents: Vec<Column<Tree>>,
+    comm_r_last_path: PathOptions,
+    comm_c_path: PathOptions,
+    drg_parents: Vec<Column>,
+    exp_parents: Vec<Column>,
 }
 
 /// One PoRep partition's witness, generated natively (see the module docs).
@@ -116,7 +113,9 @@ pub(crate) struct NativePorep<Tree: MerkleTreeTrait> {
     comm_r: Fr,
     comm_r_last: Fr,
     comm_c: Fr,
-    challenges: Vec<Challenge<Tree>>,
+    challenges: Vec<Challenge>,
+    /// The tree shape of the Poseidon paths (`fn` keeps the generator `Send`).
+    _tree: PhantomData<fn() -> Tree>,
 }
 
 fn wire<T: serde::Serialize, W: serde::de::DeserializeOwned>(value: &T) -> Result<W, PorepError> {
@@ -124,8 +123,8 @@ fn wire<T: serde::Serialize, W: serde::de::DeserializeOwned>(value: &T) -> Resul
     bincode::deserialize(&bytes).map_err(|e| PorepError::Circuit(format!("native witness inputs: {e}")))
 }
 
-fn column<Tree: MerkleTreeTrait<Hasher = DefaultTreeHasher>>(c: ColumnProofWire<TreeProof<Tree>>) -> Column<Tree> {
-    Column { rows: c.column.rows.into_iter().map(Into::into).collect(), path: c.inclusion_proof.as_options().into() }
+fn column<Tree: MerkleTreeTrait<Hasher = DefaultTreeHasher>>(c: ColumnProofWire<TreeProof<Tree>>) -> Column {
+    Column { rows: c.column.rows.into_iter().map(Into::into).collect(), path: c.inclusion_proof.as_options() }
 }
 
 impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> NativePorep<Tree> {
@@ -151,10 +150,10 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> NativePorep<Tr
                     comm_d_path: p.comm_d_proofs.as_options(),
                     data_leaf: p.comm_d_proofs.leaf().into(),
                     challenge: label.node,
-                    comm_r_last_path: p.comm_r_last_proof.as_options().into(),
-                    comm_c_path: columns.c_x.inclusion_proof.as_options().into(),
-                    drg_parents: columns.drg_parents.into_iter().map(column).collect(),
-                    exp_parents: columns.exp_parents.into_iter().map(column).collect(),
+                    comm_r_last_path: p.comm_r_last_proof.as_options(),
+                    comm_c_path: columns.c_x.inclusion_proof.as_options(),
+                    drg_parents: columns.drg_parents.into_iter().map(column::<Tree>).collect(),
+                    exp_parents: columns.exp_parents.into_iter().map(column::<Tree>).collect(),
                 })
             })
             .collect::<Result<_, PorepError>>()?;
@@ -165,6 +164,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> NativePorep<Tr
             comm_r_last: comm_r_last.into(),
             comm_c: comm_c.into(),
             challenges,
+            _tree: PhantomData,
         })
     }
 
@@ -179,22 +179,19 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> NativePorep<Tr
         comm_r.inputize(&mut *cs)?;
         let comm_r_last = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_r_last))?;
         let comm_c = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_c))?;
-        let hash = <<DefaultTreeHasher as Hasher>::Function as HashFunction<Domain>>::hash2_circuit(
-            &mut *cs,
-            &comm_c,
-            &comm_r_last,
-        )?;
+        // PoseidonFunction::hash2_circuit.
+        let hash = native::poseidon_hash(cs, &[self.comm_c, self.comm_r_last], U2::PARAMETERS())?;
         constraint::equal(cs, || "comm_r = H(comm_c || comm_r_last)", &comm_r, &hash);
         for challenge in self.challenges {
-            challenge.generate(cs, &comm_d, &comm_c, &comm_r_last, &replica_id_bits)?;
+            challenge.generate::<Tree>(cs, &comm_d, &comm_c, &comm_r_last, &replica_id_bits)?;
         }
         Ok(())
     }
 }
 
-impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> Challenge<Tree> {
+impl Challenge {
     /// storage-proofs-porep's circuit `Proof::synthesize`.
-    fn generate(
+    fn generate<Tree: MerkleTreeTrait>(
         self,
         cs: &mut WitnessCs,
         comm_d: &AllocatedNum<Fr>,
@@ -206,7 +203,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> Challenge<Tree
         sha256_inclusion(cs, self.comm_d_path, comm_d, &data_leaf)?;
 
         let layers = self.drg_parents.first().map_or(0, |c| c.rows.len());
-        let mut columns = |parents: Vec<Column<Tree>>| -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
+        let mut columns = |parents: Vec<Column>| -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
             parents
                 .into_iter()
                 .map(|p| {
@@ -217,7 +214,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> Challenge<Tree
                         .map(|v| AllocatedNum::alloc(&mut *cs, || Ok(*v)))
                         .collect::<Result<Vec<_>, _>>()?;
                     let hash = hash_column(cs, &col)?;
-                    inclusion(cs, p.path, comm_c, &hash)?;
+                    poseidon_inclusion::<Tree>(cs, p.path, comm_c, &hash)?;
                     Ok(col)
                 })
                 .collect()
@@ -245,9 +242,9 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> Challenge<Tree
 
         let key = labels.last().ok_or(SynthesisError::Unsatisfiable)?;
         let encoded = encode(&mut *cs, key, &data_leaf)?;
-        inclusion(cs, self.comm_r_last_path, comm_r_last, &encoded)?;
+        poseidon_inclusion::<Tree>(cs, self.comm_r_last_path, comm_r_last, &encoded)?;
         let column_hash = hash_column(cs, &labels)?;
-        inclusion(cs, self.comm_c_path, comm_c, &column_hash)
+        poseidon_inclusion::<Tree>(cs, self.comm_c_path, comm_c, &column_hash)
     }
 }
 
@@ -339,29 +336,67 @@ fn create_label(
     native::pack_bits(cs, &digest)
 }
 
-/// storage-proofs-porep's `hash_single_column`.
+/// storage-proofs-porep's `hash_single_column`, the Poseidon native.
 fn hash_column(cs: &mut WitnessCs, column: &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    let values = column.iter().map(value).collect::<Result<Vec<_>, _>>()?;
     match column.len() {
-        2 => neptune::circuit::poseidon_hash::<_, Fr, U2>(&mut *cs, column.to_vec(), &POSEIDON_CONSTANTS_2),
-        11 => neptune::circuit::poseidon_hash::<_, Fr, U11>(&mut *cs, column.to_vec(), &POSEIDON_CONSTANTS_11),
+        2 => native::poseidon_hash(cs, &values, &POSEIDON_CONSTANTS_2),
+        11 => native::poseidon_hash(cs, &values, &POSEIDON_CONSTANTS_11),
         n => panic!("no PoRep has {n} layers"),
     }
 }
 
-/// storage-proofs-porep's `enforce_inclusion`.
-fn inclusion<H, U, V, W>(
+/// `enforce_inclusion` in a Poseidon tree of `Tree`'s shape: storage-proofs-core's
+/// `PoRCircuit::synthesize` with a private root (the base path, then the sub- and
+/// top-tree's levels; each level's index bits, siblings, `insert`, and
+/// `PoseidonFunction::hash_multi_leaf_circuit` of the arity, native).
+fn poseidon_inclusion<Tree: MerkleTreeTrait>(
     cs: &mut WitnessCs,
-    path: AuthPath<H, U, V, W>,
+    mut path: PathOptions,
     root: &AllocatedNum<Fr>,
     leaf: &AllocatedNum<Fr>,
-) -> Result<(), SynthesisError>
-where
-    H: 'static + Hasher,
-    U: 'static + PoseidonArity,
-    V: 'static + PoseidonArity,
-    W: 'static + PoseidonArity,
-{
-    let root = Root::from_allocated::<WitnessCs>(root.clone());
-    let leaf = Root::from_allocated::<WitnessCs>(leaf.clone());
-    PoRCircuit::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>>::synthesize(cs, leaf, path, root, true)
+) -> Result<(), SynthesisError> {
+    let has_sub = Tree::SubTreeArity::to_usize() > 0;
+    let has_top = Tree::TopTreeArity::to_usize() > 0;
+    let split = path.len() - usize::from(has_sub) - usize::from(has_top);
+    let upper = path.split_off(split);
+    let mut bits = Vec::new();
+    let mut cur = leaf.clone();
+    cur = sub_path::<Tree::Arity>(cs, path, cur, &mut bits)?;
+    let mut upper = upper.into_iter();
+    if has_sub {
+        cur = sub_path::<Tree::SubTreeArity>(cs, upper.next().into_iter().collect(), cur, &mut bits)?;
+    }
+    if has_top {
+        cur = sub_path::<Tree::TopTreeArity>(cs, upper.next().into_iter().collect(), cur, &mut bits)?;
+    }
+    multipack::pack_into_inputs(&mut *cs, &bits)?;
+    constraint::equal(cs, || "enforce root is correct", &cur, root);
+    Ok(())
+}
+
+/// storage-proofs-core's `SubPath::synthesize` for Poseidon of `A`'s arity.
+fn sub_path<A: 'static + PoseidonArity>(
+    cs: &mut WitnessCs,
+    levels: PathOptions,
+    mut cur: AllocatedNum<Fr>,
+    path_bits: &mut Vec<Boolean>,
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    let arity = A::to_usize();
+    let index_bits = arity.trailing_zeros() as usize;
+    for (hashes, index) in levels {
+        let index = index.ok_or(SynthesisError::AssignmentMissing)?;
+        let bits = (0..index_bits)
+            .map(|i| AllocatedBit::alloc(&mut *cs, Some((index >> i) & 1 == 1)).map(Boolean::from))
+            .collect::<Result<Vec<_>, _>>()?;
+        path_bits.extend_from_slice(&bits);
+        let siblings = hashes
+            .iter()
+            .map(|h| AllocatedNum::alloc(&mut *cs, || h.ok_or(SynthesisError::AssignmentMissing)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inserted = insertion::insert(cs, &cur, &bits, &siblings)?;
+        let values = inserted.iter().map(value).collect::<Result<Vec<_>, _>>()?;
+        cur = native::poseidon_hash(cs, &values, A::PARAMETERS())?;
+    }
+    Ok(cur)
 }
