@@ -15,6 +15,10 @@
 //! proof's node) are crate-private there; they are read through the vanilla proof's
 //! serde form (bincode, in memory), which is their published wire format.
 //!
+//! [`NativePost`] does the same for WinningPoSt and WindowPoSt partitions
+//! (storage-proofs-post's `FallbackPoStCircuit`): per sector comm_r's Poseidon and
+//! one tree R inclusion proof per challenge, the Poseidon native.
+//!
 //! `tests/native.rs` checks that the inputs, aux values and constraint count equal
 //! the circuit's, over several sectors and every partition.
 
@@ -43,7 +47,7 @@ use storage_proofs_core::{
 use storage_proofs_porep::stacked;
 use typenum::{Unsigned, U2};
 
-use crate::PorepError;
+use crate::{PorepError, VanillaError};
 
 type TreeProof<Tree> = MerkleProof<
     <Tree as MerkleTreeTrait>::Hasher,
@@ -245,6 +249,69 @@ impl Challenge {
         poseidon_inclusion::<Tree>(cs, self.comm_r_last_path, comm_r_last, &encoded)?;
         let column_hash = hash_column(cs, &labels)?;
         poseidon_inclusion::<Tree>(cs, self.comm_c_path, comm_c, &column_hash)
+    }
+}
+
+/// One PoSt partition's witness, generated natively: storage-proofs-post's
+/// `FallbackPoStCircuit::synthesize` (the non-extensible path, as on a
+/// `WitnessCs`), every Poseidon native.
+pub(crate) struct NativePost<Tree: MerkleTreeTrait> {
+    sectors: Vec<PostSector>,
+    _tree: PhantomData<fn() -> Tree>,
+}
+
+struct PostSector {
+    comm_r: Fr,
+    comm_c: Fr,
+    comm_r_last: Fr,
+    /// Per challenge: the leaf and its path in tree R.
+    challenges: Vec<(Fr, PathOptions)>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> NativePost<Tree> {
+    /// The generator of `circuit`, the circuit `FallbackPoStCompound::circuit` made
+    /// from `vanilla` (whose Merkle paths the circuit keeps in a private form).
+    pub(crate) fn new(
+        circuit: &storage_proofs_post::fallback::FallbackPoStCircuit<Tree>,
+        vanilla: &storage_proofs_post::fallback::Proof<Tree::Proof>,
+    ) -> Result<Self, VanillaError> {
+        let missing = || VanillaError::Invalid { kind: "post", msg: "a sector without its values".into() };
+        if circuit.sectors.len() != vanilla.sectors.len() {
+            return Err(VanillaError::Invalid { kind: "post", msg: "sector counts differ".into() });
+        }
+        let sectors = circuit
+            .sectors
+            .iter()
+            .zip(&vanilla.sectors)
+            .map(|(s, v)| {
+                let leafs = s.leafs.iter().map(|l| l.ok_or_else(missing)).collect::<Result<Vec<_>, _>>()?;
+                Ok(PostSector {
+                    comm_r: s.comm_r.ok_or_else(missing)?,
+                    comm_c: s.comm_c.ok_or_else(missing)?,
+                    comm_r_last: s.comm_r_last.ok_or_else(missing)?,
+                    challenges: leafs.into_iter().zip(v.as_options()).collect(),
+                })
+            })
+            .collect::<Result<_, VanillaError>>()?;
+        Ok(NativePost { sectors, _tree: PhantomData })
+    }
+
+    /// `FallbackPoStCircuit::synthesize_default`: per sector `Sector::synthesize`.
+    pub(crate) fn generate(self, cs: &mut WitnessCs) -> Result<(), SynthesisError> {
+        for s in self.sectors {
+            let comm_r_last = AllocatedNum::alloc(&mut *cs, || Ok(s.comm_r_last))?;
+            AllocatedNum::alloc(&mut *cs, || Ok(s.comm_c))?;
+            let comm_r = AllocatedNum::alloc(&mut *cs, || Ok(s.comm_r))?;
+            comm_r.inputize(&mut *cs)?;
+            let hash = native::poseidon_hash(cs, &[s.comm_c, s.comm_r_last], U2::PARAMETERS())?;
+            constraint::equal(cs, || "comm_r = H(comm_c || comm_r_last)", &comm_r, &hash);
+            for (leaf, path) in s.challenges {
+                // PoRCircuit with `Root::Val(leaf)`: the leaf allocated first.
+                let leaf = AllocatedNum::alloc(&mut *cs, || Ok(leaf))?;
+                poseidon_inclusion::<Tree>(cs, path, &comm_r_last, &leaf)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -18,7 +18,7 @@ use filecoin_proofs::{
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCompound};
 
-use crate::{circuit::Partition, VanillaError};
+use crate::{circuit::Partition, native::NativePost, VanillaError};
 
 pub use filecoin_proofs_api::RegisteredPoStProof;
 
@@ -183,7 +183,8 @@ fn circuits<Tree: 'static + MerkleTreeTrait>(req: PostRequest) -> Result<Vec<Par
                 Some(k),
             )
             .map_err(circuit_err)?;
-            Ok(Partition::new(circuit))
+            let native = NativePost::<Tree>::new(&circuit, &proof)?;
+            Ok(Partition::with_native(circuit, move |cs| native.generate(cs)))
         })
         .collect()
 }

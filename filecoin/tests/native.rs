@@ -5,13 +5,21 @@
 
 mod common;
 
-use cuzk_filecoin::{parse_c1, partition_circuits, shape_only_c1, RegisteredSealProof};
+use cuzk_filecoin::{
+    generate_post_vanilla, parse_c1, partition_circuits, post_circuits, shape_only_c1, Partition, PostRequest,
+    RegisteredPoStProof, RegisteredSealProof,
+};
 use cuzk_synth::SynthMode;
 
 /// Records partition 0 of `c1`, then compares the native and the generic witness of
 /// every partition (at most `max` of them).
 fn native_equals_generic(c1: &[u8], max: usize, what: &str) {
-    let parse = || partition_circuits(parse_c1(c1, usize::MAX).unwrap()).unwrap();
+    same_witness(|| partition_circuits(parse_c1(c1, usize::MAX).unwrap()).unwrap(), max, what);
+}
+
+/// Records partition 0 of what `parse` makes, then compares the native and the
+/// generic witness of every partition (at most `max` of them).
+fn same_witness(parse: impl Fn() -> Vec<Partition>, max: usize, what: &str) {
     let (_, pre) = parse().remove(0).synthesize_with(SynthMode::Record).unwrap();
     let pre = pre.expect("recorded");
     let (generic, native) = (parse(), parse());
@@ -70,5 +78,29 @@ fn native_porep_witness_equals_the_circuit_at_32gib_and_64gib() {
         if let Some(i) = n.aux.iter().zip(&g.aux).position(|(a, b)| a != b) {
             panic!("{proof:?}: aux {i} differs");
         }
+    }
+}
+
+/// WinningPoSt (one sector) and WindowPoSt (three sectors: two partitions, the
+/// second padded) at 2KiB, from vanilla proofs of sealed sectors.
+#[test]
+fn native_post_witness_equals_the_circuit() {
+    for (proof, sectors, seed) in
+        [(RegisteredPoStProof::StackedDrgWinning2KiBV1, 1, 3), (RegisteredPoStProof::StackedDrgWindow2KiBV1_2, 3, 4)]
+    {
+        let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("cuzk-native-post-{}-{seed}", std::process::id()));
+        let f = generate_post_vanilla(proof, sectors, seed, &dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let req = PostRequest {
+            proof,
+            randomness: f.randomness,
+            prover_id: f.prover_id,
+            vanilla_proofs: f.vanilla_proofs.clone(),
+            partition: None,
+        };
+        let parts = post_circuits(req.clone()).unwrap();
+        assert_eq!(parts.len(), if sectors == 1 { 1 } else { 2 }, "{proof:?}");
+        same_witness(|| post_circuits(req.clone()).unwrap(), usize::MAX, &format!("{proof:?}"));
     }
 }
