@@ -37,6 +37,7 @@ use cuzk_synth::{
     native::{self, Bit},
     WitnessCs,
 };
+use ff::{Field, PrimeField, PrimeFieldBits};
 use filecoin_hashers::{Hasher, PoseidonArity, POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2};
 use filecoin_proofs::{DefaultPieceHasher, DefaultTreeHasher, MerkleTreeTrait};
 use serde::Deserialize;
@@ -45,6 +46,7 @@ use storage_proofs_core::{
     merkle::{MerkleProof, MerkleProofTrait},
 };
 use storage_proofs_porep::stacked;
+use storage_proofs_update::constants as update_constants;
 use typenum::{Unsigned, U2};
 
 use crate::{PorepError, VanillaError};
@@ -315,6 +317,266 @@ impl<Tree: 'static + MerkleTreeTrait> NativePost<Tree> {
     }
 }
 
+/// A SnapDeals partition's witness, generated natively: storage-proofs-update's
+/// `EmptySectorUpdateCircuit::synthesize` step for step, with the three Merkle
+/// paths per challenge (`por_no_challenge_input`: tree R old and new, Poseidon;
+/// tree D new to its apex leaf, SHA-256) and the Poseidon hashes of comm_r, phi and
+/// rho native; the partition-level gadgets (`apex_por`, `gen_challenge_bits`,
+/// `get_challenge_high_bits`, `label_r_new`, `select`) the circuit's own.
+pub(crate) fn generate_update<TreeR: 'static + MerkleTreeTrait<Hasher = update_constants::TreeRHasher>>(
+    circuit: storage_proofs_update::EmptySectorUpdateCircuit<TreeR>,
+    cs: &mut WitnessCs,
+) -> Result<(), SynthesisError> {
+    use storage_proofs_update::{circuit::PrivateInputs, circuit::PublicInputs, PublicParams};
+    use update_constants::{hs, validate_tree_r_shape, POSEIDON_CONSTANTS_GEN_RANDOMNESS};
+    let storage_proofs_update::EmptySectorUpdateCircuit {
+        pub_params:
+            PublicParams {
+                sector_nodes,
+                challenge_count,
+                challenge_bit_len,
+                partition_bit_len,
+                apex_leaf_count,
+                apex_leaf_bit_len,
+                ..
+            },
+        pub_inputs: PublicInputs { k_and_h_select, comm_r_old, comm_d_new, comm_r_new },
+        priv_inputs: PrivateInputs { comm_c, root_r_old, root_r_new, apex_leafs, challenge_proofs },
+    } = circuit;
+    validate_tree_r_shape::<TreeR>(sector_nodes);
+    let hs = hs(sector_nodes);
+    let h_select_bit_len = hs.len();
+    let partition_path = challenge_proofs[0].path_d_new[challenge_bit_len - partition_bit_len..].to_vec();
+    assert_eq!(apex_leafs.len(), apex_leaf_count);
+    assert_eq!(challenge_proofs.len(), challenge_count);
+
+    let k_and_h_select = AllocatedNum::alloc(&mut *cs, || k_and_h_select.ok_or(SynthesisError::AssignmentMissing))?;
+    k_and_h_select.inputize(&mut *cs)?;
+    let select_bits = {
+        let v = value(&k_and_h_select)?;
+        let bits: Vec<bool> = v.to_le_bits().into_iter().take(partition_bit_len + h_select_bit_len).collect();
+        let bits = bits.into_iter().map(|b| AllocatedBit::alloc(&mut *cs, Some(b))).collect::<Result<Vec<_>, _>>()?;
+        // "k_and_h_select binary decomp"
+        cs.count_constraint();
+        bits
+    };
+    let partition_bits = select_bits[..partition_bit_len].to_vec();
+    let h_select_bits = select_bits[partition_bit_len..].to_vec();
+    let partition =
+        multipack::pack_bits(&mut *cs, &partition_bits.iter().cloned().map(Boolean::from).collect::<Vec<_>>())?;
+    let comm_r_old = AllocatedNum::alloc(&mut *cs, || comm_r_old.ok_or(SynthesisError::AssignmentMissing))?;
+    comm_r_old.inputize(&mut *cs)?;
+    let comm_d_new = AllocatedNum::alloc(&mut *cs, || comm_d_new.ok_or(SynthesisError::AssignmentMissing))?;
+    comm_d_new.inputize(&mut *cs)?;
+    let comm_r_new = AllocatedNum::alloc(&mut *cs, || comm_r_new.ok_or(SynthesisError::AssignmentMissing))?;
+    comm_r_new.inputize(&mut *cs)?;
+    let phi =
+        native::poseidon_hash(cs, &[value(&comm_d_new)?, value(&comm_r_old)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+    let comm_c = AllocatedNum::alloc(&mut *cs, || comm_c.ok_or(SynthesisError::AssignmentMissing))?;
+    let root_r_old = AllocatedNum::alloc(&mut *cs, || root_r_old.ok_or(SynthesisError::AssignmentMissing))?;
+    let root_r_new = AllocatedNum::alloc(&mut *cs, || root_r_new.ok_or(SynthesisError::AssignmentMissing))?;
+    let apex_leafs = apex_leafs
+        .iter()
+        .map(|l| AllocatedNum::alloc(&mut *cs, || l.ok_or(SynthesisError::AssignmentMissing)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let partition_path = partition_path
+        .iter()
+        .map(|s| AllocatedNum::alloc(&mut *cs, || s[0].ok_or(SynthesisError::AssignmentMissing)).map(|n| vec![n]))
+        .collect::<Result<Vec<_>, _>>()?;
+    // comm_r_old and comm_r_new = H(comm_c, root): each hash and its equality.
+    native::poseidon_hash(cs, &[value(&comm_c)?, value(&root_r_old)?], U2::PARAMETERS())?;
+    cs.count_constraint();
+    native::poseidon_hash(cs, &[value(&comm_c)?, value(&root_r_new)?], U2::PARAMETERS())?;
+    cs.count_constraint();
+    apex_por(cs, &apex_leafs, &partition_bits, partition_path, &comm_d_new)?;
+    let generated =
+        gen_challenge_bits(cs, &comm_r_new, &partition, challenge_count, challenge_bit_len - partition_bit_len)?;
+    for (c_index, c_bits) in generated.into_iter().enumerate() {
+        let c_bits: Vec<AllocatedBit> = c_bits.iter().chain(partition_bits.iter()).cloned().collect();
+        let c_high = challenge_high_bits(cs, &c_bits, &h_select_bits, &hs)?;
+        let rho = native::poseidon_hash(cs, &[value(&phi)?, value(&c_high)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+        let proof = &challenge_proofs[c_index];
+        let leaf_r_old = AllocatedNum::alloc(&mut *cs, || proof.leaf_r_old.ok_or(SynthesisError::AssignmentMissing))?;
+        let leaf_d_new = AllocatedNum::alloc(&mut *cs, || proof.leaf_d_new.ok_or(SynthesisError::AssignmentMissing))?;
+        // label_r_new = label_r_old + label_d_new * rho
+        let d_rho = leaf_d_new.mul(&mut *cs, &rho)?;
+        let leaf_r_new = AllocatedNum::alloc(&mut *cs, || Ok(value(&leaf_r_old)? + value(&d_rho)?))?;
+        cs.count_constraint();
+        let path_r_old = alloc_path(cs, &proof.path_r_old)?;
+        poseidon_por_no_challenge::<TreeR>(cs, &c_bits, &leaf_r_old, path_r_old, &root_r_old)?;
+        let path_r_new = alloc_path(cs, &proof.path_r_new)?;
+        poseidon_por_no_challenge::<TreeR>(cs, &c_bits, &leaf_r_new, path_r_new, &root_r_new)?;
+        let start = challenge_bit_len - partition_bit_len - apex_leaf_bit_len;
+        let apex_bits: Vec<Boolean> =
+            c_bits[start..start + apex_leaf_bit_len].iter().cloned().map(Into::into).collect();
+        let apex_leaf = insertion::select(&mut *cs, &apex_leafs, &apex_bits)?;
+        let to_apex = start;
+        let path_to_apex = proof
+            .path_d_new
+            .iter()
+            .take(to_apex)
+            .map(|s| AllocatedNum::alloc(&mut *cs, || s[0].ok_or(SynthesisError::AssignmentMissing)).map(|n| vec![n]))
+            .collect::<Result<Vec<_>, _>>()?;
+        sha256_por_no_challenge(cs, &c_bits[..to_apex], &leaf_d_new, path_to_apex, &apex_leaf)?;
+    }
+    Ok(())
+}
+
+/// A path's siblings allocated row by row, as the update circuit allocates them.
+fn alloc_path(cs: &mut WitnessCs, path: &[Vec<Option<Fr>>]) -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
+    path.iter()
+        .map(|row| {
+            row.iter().map(|s| AllocatedNum::alloc(&mut *cs, || s.ok_or(SynthesisError::AssignmentMissing))).collect()
+        })
+        .collect()
+}
+
+// storage-proofs-update's gadgets (crate-private there), witness only.
+
+/// `apex_por`: the apex tree over the apex leaves (SHA-256 pairs), then its root's
+/// path to comm_d_new along the partition bits.
+fn apex_por(
+    cs: &mut WitnessCs,
+    leafs: &[AllocatedNum<Fr>],
+    partition_bits: &[AllocatedBit],
+    partition_path: Vec<Vec<AllocatedNum<Fr>>>,
+    comm_d: &AllocatedNum<Fr>,
+) -> Result<(), SynthesisError> {
+    let mut row = leafs.to_vec();
+    for _ in 0..leafs.len().trailing_zeros() {
+        row = row.chunks(2).map(|pair| sha256_of_nodes(cs, pair)).collect::<Result<_, _>>()?;
+    }
+    sha256_por_no_challenge(cs, partition_bits, &row[0], partition_path, comm_d)
+}
+
+/// `gen_challenge_bits`: per digest its index, its Poseidon and its 255 bits, cut
+/// into challenges.
+fn gen_challenge_bits(
+    cs: &mut WitnessCs,
+    comm_r_new: &AllocatedNum<Fr>,
+    partition: &AllocatedNum<Fr>,
+    challenges: usize,
+    bits_per_challenge: usize,
+) -> Result<Vec<Vec<AllocatedBit>>, SynthesisError> {
+    use storage_proofs_update::constants::POSEIDON_CONSTANTS_GEN_RANDOMNESS;
+    let per_digest = Fr::CAPACITY as usize / bits_per_challenge;
+    let digests = challenges.div_ceil(per_digest) as u64;
+    let mut out = Vec::with_capacity(challenges);
+    for j in 0..digests {
+        let index = AllocatedNum::alloc(&mut *cs, || Ok(value(partition)? * Fr::from(digests) + Fr::from(j)))?;
+        cs.count_constraint();
+        let digest =
+            native::poseidon_hash(cs, &[value(comm_r_new)?, value(&index)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+        // allocated_num_to_allocated_bits: the bits as `AllocatedBit`s (the circuit
+        // uses them as variables), the decomposition's constraint.
+        let v = value(&digest)?;
+        let bits = v
+            .to_le_bits()
+            .into_iter()
+            .take(Fr::NUM_BITS as usize)
+            .map(|b| AllocatedBit::alloc(&mut *cs, Some(b)))
+            .collect::<Result<Vec<_>, _>>()?;
+        cs.count_constraint();
+        let take = if j == digests - 1 { challenges - out.len() } else { per_digest };
+        out.extend(bits.chunks(bits_per_challenge).take(take).map(<[AllocatedBit]>::to_vec));
+    }
+    Ok(out)
+}
+
+/// `get_challenge_high_bits`: the challenge's high bits for each candidate h, the
+/// one `h_select` picks summed in.
+fn challenge_high_bits(
+    cs: &mut WitnessCs,
+    c_bits: &[AllocatedBit],
+    h_select_bits: &[AllocatedBit],
+    hs: &[usize],
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    assert_eq!(h_select_bits.len(), hs.len());
+    let n = c_bits.len();
+    let c_bits: Vec<Boolean> = c_bits.iter().cloned().map(Into::into).collect();
+    let mut sum = Fr::ZERO;
+    for (h, select) in hs.iter().zip(h_select_bits) {
+        let high = multipack::pack_bits(&mut *cs, &c_bits[n - h..])?;
+        let picked =
+            if select.get_value().ok_or(SynthesisError::AssignmentMissing)? { value(&high)? } else { Fr::ZERO };
+        AllocatedNum::alloc(&mut *cs, || Ok(picked))?;
+        cs.count_constraint();
+        sum += picked;
+    }
+    let selected = AllocatedNum::alloc(&mut *cs, || Ok(sum))?;
+    cs.count_constraint();
+    Ok(selected)
+}
+
+/// storage-proofs-core's `por_no_challenge_input` for a Poseidon tree of `Tree`'s
+/// shape: per level `insert` and the Poseidon native, then the root's equality.
+fn poseidon_por_no_challenge<Tree: MerkleTreeTrait>(
+    cs: &mut WitnessCs,
+    challenge_bits: &[AllocatedBit],
+    leaf: &AllocatedNum<Fr>,
+    path: Vec<Vec<AllocatedNum<Fr>>>,
+    root: &AllocatedNum<Fr>,
+) -> Result<(), SynthesisError> {
+    let (sub, top) = (Tree::SubTreeArity::to_usize(), Tree::TopTreeArity::to_usize());
+    let base_len = path.len() - if top > 0 { 2 } else { usize::from(sub > 0) };
+    let mut bits = challenge_bits.iter().cloned().map(Boolean::from);
+    let mut levels = path.into_iter();
+    let mut cur = leaf.clone();
+    let mut level = |cs: &mut WitnessCs, cur: &AllocatedNum<Fr>, arity: usize| -> Result<Vec<Fr>, SynthesisError> {
+        let siblings = levels.next().ok_or(SynthesisError::Unsatisfiable)?;
+        let index: Vec<Boolean> = (0..arity.trailing_zeros())
+            .map(|_| bits.next().ok_or(SynthesisError::Unsatisfiable))
+            .collect::<Result<_, _>>()?;
+        insertion::insert(cs, cur, &index, &siblings)?.iter().map(value).collect()
+    };
+    for _ in 0..base_len {
+        let pre = level(cs, &cur, Tree::Arity::to_usize())?;
+        cur = native::poseidon_hash(cs, &pre, Tree::Arity::PARAMETERS())?;
+    }
+    if sub > 0 {
+        let pre = level(cs, &cur, sub)?;
+        cur = native::poseidon_hash(cs, &pre, Tree::SubTreeArity::PARAMETERS())?;
+    }
+    if top > 0 {
+        let pre = level(cs, &cur, top)?;
+        cur = native::poseidon_hash(cs, &pre, Tree::TopTreeArity::PARAMETERS())?;
+    }
+    // "calculated root == provided root": counted; the values are the circuit's to check.
+    let _ = (cur, root);
+    cs.count_constraint();
+    Ok(())
+}
+
+/// `por_no_challenge_input` for a binary SHA-256 tree (SnapDeals' tree D).
+fn sha256_por_no_challenge(
+    cs: &mut WitnessCs,
+    challenge_bits: &[AllocatedBit],
+    leaf: &AllocatedNum<Fr>,
+    path: Vec<Vec<AllocatedNum<Fr>>>,
+    root: &AllocatedNum<Fr>,
+) -> Result<(), SynthesisError> {
+    assert_eq!(challenge_bits.len(), path.len(), "one index bit per level of a binary tree");
+    let mut cur = leaf.clone();
+    for (bit, siblings) in challenge_bits.iter().zip(path) {
+        let inserted = insertion::insert(cs, &cur, &[Boolean::from(bit.clone())], &siblings)?;
+        cur = sha256_of_nodes(cs, &inserted)?;
+    }
+    let _ = (cur, root);
+    cs.count_constraint();
+    Ok(())
+}
+
+/// `Sha256Function::hash_multi_leaf_circuit`: each node's bits (the bytes' bits
+/// reversed), SHA-256, the digest's bits packed (native).
+fn sha256_of_nodes(cs: &mut WitnessCs, nodes: &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    let mut preimage = Vec::with_capacity(256 * nodes.len());
+    for node in nodes {
+        preimage.extend(bits_be_per_byte(cs, value(node)?));
+    }
+    let digest = native::sha256(cs, &preimage);
+    native::pack_bits(cs, &reverse_per_byte(&digest))
+}
+
 fn bits(booleans: &[Boolean]) -> Result<Vec<Bit>, SynthesisError> {
     booleans.iter().map(Bit::of).collect()
 }
@@ -357,12 +619,7 @@ fn sha256_inclusion(
             .map(|h| AllocatedNum::alloc(&mut *cs, || h.ok_or(SynthesisError::AssignmentMissing)))
             .collect::<Result<Vec<_>, _>>()?;
         let inserted = insertion::insert(cs, &cur, &[bit], &siblings)?;
-        let mut preimage = Vec::with_capacity(512);
-        for node in &inserted {
-            preimage.extend(bits_be_per_byte(cs, value(node)?));
-        }
-        let digest = native::sha256(cs, &preimage);
-        cur = native::pack_bits(cs, &reverse_per_byte(&digest))?;
+        cur = sha256_of_nodes(cs, &inserted)?;
     }
     multipack::pack_into_inputs(&mut *cs, &path_bits)?;
     constraint::equal(cs, || "enforce root is correct", &cur, root);

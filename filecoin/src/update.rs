@@ -123,7 +123,16 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
                 Some(k),
             )
             .map_err(|e| invalid(format!("{e:#}")))?;
-            Ok(Partition::new(circuit))
+            // The circuit has no Clone: the native generator gets its own copy.
+            let native = <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::circuit(
+                &pub_inputs,
+                (),
+                p,
+                &pub_params.vanilla_params,
+                Some(k),
+            )
+            .map_err(|e| invalid(format!("{e:#}")))?;
+            Ok(Partition::with_native(circuit, move |cs| crate::native::generate_update(native, cs)))
         })
         .collect()
 }

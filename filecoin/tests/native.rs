@@ -6,8 +6,9 @@
 mod common;
 
 use cuzk_filecoin::{
-    generate_post_vanilla, parse_c1, partition_circuits, post_circuits, shape_only_c1, Partition, PostRequest,
-    RegisteredPoStProof, RegisteredSealProof,
+    generate_post_vanilla, generate_update_vanilla, parse_c1, partition_circuits, post_circuits, shape_only_c1,
+    update_circuits, Partition, PostRequest, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
+    UpdateRequest,
 };
 use cuzk_synth::SynthMode;
 
@@ -102,5 +103,24 @@ fn native_post_witness_equals_the_circuit() {
         let parts = post_circuits(req.clone()).unwrap();
         assert_eq!(parts.len(), if sectors == 1 { 1 } else { 2 }, "{proof:?}");
         same_witness(|| post_circuits(req.clone()).unwrap(), usize::MAX, &format!("{proof:?}"));
+    }
+}
+
+/// SnapDeals at 2KiB (one partition), two updates of sealed sectors.
+#[test]
+fn native_update_witness_equals_the_circuit() {
+    for seed in [5, 6] {
+        let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("cuzk-native-update-{}-{seed}", std::process::id()));
+        let f = generate_update_vanilla(RegisteredUpdateProof::StackedDrg2KiBV1, seed, &dir).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let req = UpdateRequest {
+            proof: f.proof,
+            vanilla_proofs: f.vanilla_proofs.clone(),
+            comm_r_old: f.comm_r_old,
+            comm_r_new: f.comm_r_new,
+            comm_d_new: f.comm_d_new,
+        };
+        same_witness(|| update_circuits(req.clone()).unwrap(), usize::MAX, &format!("SnapDeals 2KiB seed {seed}"));
     }
 }

@@ -286,6 +286,13 @@ impl WitnessCs {
         self.aux.len()
     }
 
+    /// Counts one constraint a native generator stands for (its terms are in the
+    /// recording; only the count is checked against it).
+    #[inline]
+    pub fn count_constraint(&mut self) {
+        self.constraints += 1;
+    }
+
     #[inline]
     fn push_aux(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
         self.aux.push(f()?);
