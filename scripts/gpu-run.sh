@@ -233,7 +233,7 @@ if [[ " $PHASES " == *" full "* ]]; then
         PID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
         SID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
         CFG=$OUT/full-$SZ.toml
-        # No saved recording: at 32GiB it would be a ~25 GB file on a 64 GiB disk.
+        # No saved recording: at 32GiB it is a 7.4 GB file on a 64 GiB disk.
         printf "[backend]\nkind = \"gpu\"\n${FULL_EXTRA:-[synthesize]\nsave_recordings = false\n}" > "$CFG"
         L="$OUT/full-$SZ.log"
         nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 500 \

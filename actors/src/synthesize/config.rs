@@ -19,9 +19,10 @@ pub struct SynthesizeConfig {
     /// charged to the host budget). Proofs are the same bytes either way.
     pub precompile: bool,
     /// With `precompile`, compute the witness of circuits that have a native
-    /// generator (PoRep) natively: the labelling SHA-256 without bellperson's
-    /// gadgets, the same values (cuzk-filecoin's `tests/native.rs`), several times
-    /// less synthesis CPU. Off: the circuit's own `synthesize` computes it.
+    /// generator (PoRep, WindowPoSt, SnapDeals) natively: SHA-256 and Poseidon
+    /// without the circuits' gadgets, the same values (cuzk-filecoin's
+    /// `tests/native.rs`), ~5x less synthesis CPU. Off: the circuit's own
+    /// `synthesize` computes it.
     pub native: bool,
     /// Nice value of the synthesis threads (Linux; 0 = unchanged). Synthesis is
     /// the bulk CPU work and runs on every core; at a lower priority it yields the
