@@ -1,26 +1,26 @@
-//! The PoRep circuit's native witness generator.
+//! The native witness generators of Filecoin's circuits.
 //!
-//! [`NativePorep`] walks storage-proofs-porep's `StackedCircuit::synthesize` (and its
-//! per-challenge `Proof::synthesize`) step for step on a [`WitnessCs`]: the same
-//! allocations in the same order, every gadget the circuit calls called the same way,
-//! except the labelling SHA-256 (`create_label_circuit`), which is most of a PoRep
-//! partition's constraints (20 compressions per layer per challenge) and runs as
-//! `cuzk_synth::native::sha256`, computing the witness without building any
-//! `LinearCombination`. Poseidon, the Merkle inclusion proofs, the bit
-//! decompositions and the encoding run as the circuit's own gadgets.
+//! Each walks a circuit's `synthesize` step for step on a [`WitnessCs`]: the same
+//! allocations in the same order, with SHA-256, Poseidon, the Merkle paths and the
+//! bit decompositions computed by `cuzk_synth::native` (values only, no
+//! `LinearCombination`) and the cheap gadgets that remain (Merkle `insert`, input
+//! packing, `AllocatedNum` arithmetic, encoding) called as the circuit calls them.
 //!
-//! The circuit's own per-challenge type is private to storage-proofs-porep, so the
-//! generator takes its inputs from the vanilla proofs as `StackedCompound::circuit`
-//! does. Two of the fields it needs (a column proof's inclusion path and a labelling
-//! proof's node) are crate-private there; they are read through the vanilla proof's
-//! serde form (bincode, in memory), which is their published wire format.
-//!
-//! [`NativePost`] does the same for WinningPoSt and WindowPoSt partitions
-//! (storage-proofs-post's `FallbackPoStCircuit`): per sector comm_r's Poseidon and
-//! one tree R inclusion proof per challenge, the Poseidon native.
+//! - [`NativePorep`]: storage-proofs-porep's `StackedCircuit::synthesize` and its
+//!   per-challenge `Proof::synthesize`. The labels (20 SHA-256 compressions per layer
+//!   per challenge) and tree D's path are most of a partition. The circuit's own
+//!   per-challenge type is private to storage-proofs-porep, so the generator takes
+//!   its inputs from the vanilla proofs as `StackedCompound::circuit` does; two of
+//!   the fields it needs (a column proof's inclusion path and a labelling proof's
+//!   node) are crate-private there and are read through the vanilla proof's serde
+//!   form (bincode, in memory), their published wire format.
+//! - [`NativePost`]: storage-proofs-post's `FallbackPoStCircuit` (WinningPoSt and
+//!   WindowPoSt): per sector comm_r's Poseidon and one tree R path per challenge.
+//! - [`generate_update`]: storage-proofs-update's `EmptySectorUpdateCircuit`
+//!   (SnapDeals), its crate-private gadgets ported.
 //!
 //! `tests/native.rs` checks that the inputs, aux values and constraint count equal
-//! the circuit's, over several sectors and every partition.
+//! the circuits', over several sectors and every partition.
 
 use std::marker::PhantomData;
 
@@ -321,8 +321,9 @@ impl<Tree: 'static + MerkleTreeTrait> NativePost<Tree> {
 /// `EmptySectorUpdateCircuit::synthesize` step for step, with the three Merkle
 /// paths per challenge (`por_no_challenge_input`: tree R old and new, Poseidon;
 /// tree D new to its apex leaf, SHA-256) and the Poseidon hashes of comm_r, phi and
-/// rho native; the partition-level gadgets (`apex_por`, `gen_challenge_bits`,
-/// `get_challenge_high_bits`, `label_r_new`, `select`) the circuit's own.
+/// rho native; storage-proofs-update's own gadgets (`apex_por`,
+/// `gen_challenge_bits`, `get_challenge_high_bits`, `label_r_new`; crate-private
+/// there) ported below, `select` called as the circuit calls it.
 pub(crate) fn generate_update<TreeR: 'static + MerkleTreeTrait<Hasher = update_constants::TreeRHasher>>(
     circuit: storage_proofs_update::EmptySectorUpdateCircuit<TreeR>,
     cs: &mut WitnessCs,
@@ -541,7 +542,8 @@ fn poseidon_por_no_challenge<Tree: MerkleTreeTrait>(
         let pre = level(cs, &cur, top)?;
         cur = native::poseidon_hash(cs, &pre, Tree::TopTreeArity::PARAMETERS())?;
     }
-    // "calculated root == provided root": counted; the values are the circuit's to check.
+    // "calculated root == provided root": counted, not checked (no constraint system
+    // is; a wrong witness yields a proof that the Verify stage refuses).
     let _ = (cur, root);
     cs.count_constraint();
     Ok(())
