@@ -5,8 +5,8 @@
 //! - [`c1`]: the PoRep commit phase 1 output, in both formats operators have, parsed
 //!   and checked ([`parse_c1`]);
 //! - [`porep`]: one circuit per partition ([`partition_circuits`]) and the blank
-//!   circuit its parameters are made for ([`blank_circuit`]); its native witness
-//!   generator is in `native.rs`;
+//!   circuit its parameters are made for ([`blank_circuit`]); the native witness
+//!   generators of every kind are in `native/`;
 //! - [`post`] and [`update`]: WinningPoSt, WindowPoSt and SnapDeals circuits from
 //!   vanilla proofs ([`post_circuits`], [`update_circuits`]);
 //! - [`circuit`]: what every kind shares: [`CircuitId`] (parameter files, Curio's

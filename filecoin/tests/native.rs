@@ -1,4 +1,4 @@
-//! The PoRep native witness generator (`native.rs`) against the circuit itself:
+//! The native witness generators (`src/native/`) against the circuits themselves:
 //! for every partition of several sectors, the inputs, aux values, a/b/c and
 //! densities it produces equal those of the circuit's own `synthesize` with the same
 //! recording, value for value; the structure check counts its constraints.

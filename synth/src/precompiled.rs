@@ -286,6 +286,12 @@ impl WitnessCs {
         self.aux.len()
     }
 
+    /// The inputs, the aux values and the constraints counted so far (for
+    /// comparing a native generator with the gadgets it stands for).
+    pub fn witness(&self) -> (&[Scalar], &[Scalar], usize) {
+        (&self.input, &self.aux, self.constraints)
+    }
+
     /// Counts one constraint a native generator stands for (its terms are in the
     /// recording; only the count is checked against it).
     #[inline]

@@ -14,7 +14,6 @@
 //! Exactness is the contract: differential tests compare every aux value with
 //! bellperson's gadgets, here for each gadget and in cuzk-filecoin for whole circuits.
 
-mod poseidon;
 mod sha256;
 
 use bellperson::{
@@ -25,7 +24,6 @@ use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
 pub use crate::precompiled::WitnessCs;
-pub use poseidon::poseidon_hash;
 
 /// A bit as bellperson's `Boolean` holds it, without its variable: a constant, an
 /// allocated bit (`Is`), or the negation of one (`Not`). The `bool` of `Is` and
@@ -91,6 +89,15 @@ fn scalar(b: bool) -> Scalar {
 
 /// The `Boolean` and `AllocatedBit` operations, allocating what they allocate.
 impl WitnessCs {
+    /// One allocated value and the one constraint that defines it: what most
+    /// field-element gadgets allocate (a square, a product, a sum).
+    #[inline]
+    pub fn alloc_value(&mut self, v: Scalar) -> Scalar {
+        self.aux.push(v);
+        self.constraints += 1;
+        v
+    }
+
     /// `AllocatedBit::alloc`: one variable, one constraint.
     #[inline]
     pub(crate) fn alloc_bit(&mut self, v: bool) -> Bit {
@@ -288,40 +295,6 @@ mod tests {
             let got: Vec<bool> = to_bits_le(&mut native, v).iter().map(|b| b.value()).collect();
             assert_eq!(got, want);
             assert!(native.aux == gadget.aux && native.constraints == gadget.constraints);
-        }
-    }
-
-    fn poseidon_case<A: neptune::Arity<Scalar>>(seed: u64) {
-        let c = neptune::poseidon::PoseidonConstants::<Scalar, A>::new();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let values: Vec<Scalar> = (0..A::to_usize()).map(|_| Scalar::random(&mut rng)).collect();
-        let mut gadget = <WitnessCs as ConstraintSystem<Scalar>>::new();
-        let nums: Vec<_> = values.iter().map(|v| AllocatedNum::alloc(&mut gadget, || Ok(*v)).unwrap()).collect();
-        let want = neptune::circuit::poseidon_hash(&mut gadget, nums, &c).unwrap();
-        let mut native = <WitnessCs as ConstraintSystem<Scalar>>::new();
-        for v in &values {
-            AllocatedNum::alloc(&mut native, || Ok(*v)).unwrap();
-        }
-        let got = poseidon_hash(&mut native, &values, &c).unwrap();
-        assert_eq!(got.get_value(), want.get_value(), "arity {}", A::to_usize());
-        assert_eq!(got.get_variable(), want.get_variable());
-        assert_eq!(native.aux.len(), gadget.aux.len(), "arity {}", A::to_usize());
-        assert!(native.aux == gadget.aux, "arity {}: aux values", A::to_usize());
-        assert_eq!(native.constraints, gadget.constraints, "arity {}", A::to_usize());
-        // And it is Poseidon.
-        let mut hasher = neptune::Poseidon::new_with_preimage(&values, &c);
-        assert_eq!(got.get_value(), Some(hasher.hash()));
-    }
-
-    #[test]
-    fn poseidon_allocates_what_the_circuit_allocates() {
-        // Every arity Filecoin's circuits hash with: Merkle trees (2, 4, 8),
-        // PoRep columns (2, 11).
-        for seed in 0..3 {
-            poseidon_case::<typenum::U2>(seed);
-            poseidon_case::<typenum::U4>(seed);
-            poseidon_case::<typenum::U8>(seed);
-            poseidon_case::<typenum::U11>(seed);
         }
     }
 }

@@ -22,6 +22,8 @@
 //! `tests/native.rs` checks that the inputs, aux values and constraint count equal
 //! the circuits', over several sectors and every partition.
 
+mod poseidon;
+
 use std::marker::PhantomData;
 
 use bellperson::{
@@ -186,7 +188,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = DefaultTreeHasher>> NativePorep<Tr
         let comm_r_last = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_r_last))?;
         let comm_c = AllocatedNum::alloc(&mut *cs, || Ok(self.comm_c))?;
         // PoseidonFunction::hash2_circuit.
-        let hash = native::poseidon_hash(cs, &[self.comm_c, self.comm_r_last], U2::PARAMETERS())?;
+        let hash = poseidon::poseidon_hash(cs, &[self.comm_c, self.comm_r_last], U2::PARAMETERS())?;
         constraint::equal(cs, || "comm_r = H(comm_c || comm_r_last)", &comm_r, &hash);
         for challenge in self.challenges {
             challenge.generate::<Tree>(cs, &comm_d, &comm_c, &comm_r_last, &replica_id_bits)?;
@@ -305,7 +307,7 @@ impl<Tree: 'static + MerkleTreeTrait> NativePost<Tree> {
             AllocatedNum::alloc(&mut *cs, || Ok(s.comm_c))?;
             let comm_r = AllocatedNum::alloc(&mut *cs, || Ok(s.comm_r))?;
             comm_r.inputize(&mut *cs)?;
-            let hash = native::poseidon_hash(cs, &[s.comm_c, s.comm_r_last], U2::PARAMETERS())?;
+            let hash = poseidon::poseidon_hash(cs, &[s.comm_c, s.comm_r_last], U2::PARAMETERS())?;
             constraint::equal(cs, || "comm_r = H(comm_c || comm_r_last)", &comm_r, &hash);
             for (leaf, path) in s.challenges {
                 // PoRCircuit with `Root::Val(leaf)`: the leaf allocated first.
@@ -372,7 +374,7 @@ pub(crate) fn generate_update<TreeR: 'static + MerkleTreeTrait<Hasher = update_c
     let comm_r_new = AllocatedNum::alloc(&mut *cs, || comm_r_new.ok_or(SynthesisError::AssignmentMissing))?;
     comm_r_new.inputize(&mut *cs)?;
     let phi =
-        native::poseidon_hash(cs, &[value(&comm_d_new)?, value(&comm_r_old)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+        poseidon::poseidon_hash(cs, &[value(&comm_d_new)?, value(&comm_r_old)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
     let comm_c = AllocatedNum::alloc(&mut *cs, || comm_c.ok_or(SynthesisError::AssignmentMissing))?;
     let root_r_old = AllocatedNum::alloc(&mut *cs, || root_r_old.ok_or(SynthesisError::AssignmentMissing))?;
     let root_r_new = AllocatedNum::alloc(&mut *cs, || root_r_new.ok_or(SynthesisError::AssignmentMissing))?;
@@ -385,9 +387,9 @@ pub(crate) fn generate_update<TreeR: 'static + MerkleTreeTrait<Hasher = update_c
         .map(|s| AllocatedNum::alloc(&mut *cs, || s[0].ok_or(SynthesisError::AssignmentMissing)).map(|n| vec![n]))
         .collect::<Result<Vec<_>, _>>()?;
     // comm_r_old and comm_r_new = H(comm_c, root): each hash and its equality.
-    native::poseidon_hash(cs, &[value(&comm_c)?, value(&root_r_old)?], U2::PARAMETERS())?;
+    poseidon::poseidon_hash(cs, &[value(&comm_c)?, value(&root_r_old)?], U2::PARAMETERS())?;
     cs.count_constraint();
-    native::poseidon_hash(cs, &[value(&comm_c)?, value(&root_r_new)?], U2::PARAMETERS())?;
+    poseidon::poseidon_hash(cs, &[value(&comm_c)?, value(&root_r_new)?], U2::PARAMETERS())?;
     cs.count_constraint();
     apex_por(cs, &apex_leafs, &partition_bits, partition_path, &comm_d_new)?;
     let generated =
@@ -395,7 +397,7 @@ pub(crate) fn generate_update<TreeR: 'static + MerkleTreeTrait<Hasher = update_c
     for (c_index, c_bits) in generated.into_iter().enumerate() {
         let c_bits: Vec<AllocatedBit> = c_bits.iter().chain(partition_bits.iter()).cloned().collect();
         let c_high = challenge_high_bits(cs, &c_bits, &h_select_bits, &hs)?;
-        let rho = native::poseidon_hash(cs, &[value(&phi)?, value(&c_high)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+        let rho = poseidon::poseidon_hash(cs, &[value(&phi)?, value(&c_high)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
         let proof = &challenge_proofs[c_index];
         let leaf_r_old = AllocatedNum::alloc(&mut *cs, || proof.leaf_r_old.ok_or(SynthesisError::AssignmentMissing))?;
         let leaf_d_new = AllocatedNum::alloc(&mut *cs, || proof.leaf_d_new.ok_or(SynthesisError::AssignmentMissing))?;
@@ -467,7 +469,7 @@ fn gen_challenge_bits(
         let index = AllocatedNum::alloc(&mut *cs, || Ok(value(partition)? * Fr::from(digests) + Fr::from(j)))?;
         cs.count_constraint();
         let digest =
-            native::poseidon_hash(cs, &[value(comm_r_new)?, value(&index)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
+            poseidon::poseidon_hash(cs, &[value(comm_r_new)?, value(&index)?], &POSEIDON_CONSTANTS_GEN_RANDOMNESS)?;
         // allocated_num_to_allocated_bits: the bits as `AllocatedBit`s (the circuit
         // uses them as variables), the decomposition's constraint.
         let v = value(&digest)?;
@@ -532,15 +534,15 @@ fn poseidon_por_no_challenge<Tree: MerkleTreeTrait>(
     };
     for _ in 0..base_len {
         let pre = level(cs, &cur, Tree::Arity::to_usize())?;
-        cur = native::poseidon_hash(cs, &pre, Tree::Arity::PARAMETERS())?;
+        cur = poseidon::poseidon_hash(cs, &pre, Tree::Arity::PARAMETERS())?;
     }
     if sub > 0 {
         let pre = level(cs, &cur, sub)?;
-        cur = native::poseidon_hash(cs, &pre, Tree::SubTreeArity::PARAMETERS())?;
+        cur = poseidon::poseidon_hash(cs, &pre, Tree::SubTreeArity::PARAMETERS())?;
     }
     if top > 0 {
         let pre = level(cs, &cur, top)?;
-        cur = native::poseidon_hash(cs, &pre, Tree::TopTreeArity::PARAMETERS())?;
+        cur = poseidon::poseidon_hash(cs, &pre, Tree::TopTreeArity::PARAMETERS())?;
     }
     // "calculated root == provided root": counted, not checked (no constraint system
     // is; a wrong witness yields a proof that the Verify stage refuses).
@@ -666,8 +668,8 @@ fn create_label(
 fn hash_column(cs: &mut WitnessCs, column: &[AllocatedNum<Fr>]) -> Result<AllocatedNum<Fr>, SynthesisError> {
     let values = column.iter().map(value).collect::<Result<Vec<_>, _>>()?;
     match column.len() {
-        2 => native::poseidon_hash(cs, &values, &POSEIDON_CONSTANTS_2),
-        11 => native::poseidon_hash(cs, &values, &POSEIDON_CONSTANTS_11),
+        2 => poseidon::poseidon_hash(cs, &values, &POSEIDON_CONSTANTS_2),
+        11 => poseidon::poseidon_hash(cs, &values, &POSEIDON_CONSTANTS_11),
         n => panic!("no PoRep has {n} layers"),
     }
 }
@@ -722,7 +724,7 @@ fn sub_path<A: 'static + PoseidonArity>(
             .collect::<Result<Vec<_>, _>>()?;
         let inserted = insertion::insert(cs, &cur, &bits, &siblings)?;
         let values = inserted.iter().map(value).collect::<Result<Vec<_>, _>>()?;
-        cur = native::poseidon_hash(cs, &values, A::PARAMETERS())?;
+        cur = poseidon::poseidon_hash(cs, &values, A::PARAMETERS())?;
     }
     Ok(cur)
 }

@@ -10,10 +10,9 @@
 
 use bellperson::{gadgets::num::AllocatedNum, SynthesisError};
 use blstrs::Scalar;
+use cuzk_synth::WitnessCs;
 use ff::Field;
 use neptune::{poseidon::PoseidonConstants, Arity};
-
-use super::WitnessCs;
 
 #[derive(Clone, Copy)]
 enum Elt {
@@ -29,22 +28,13 @@ impl Elt {
     }
 }
 
-impl WitnessCs {
-    /// One allocated value and the constraint that defines it.
-    #[inline]
-    fn alloc_value(&mut self, v: Scalar) -> Scalar {
-        self.aux.push(v);
-        self.constraints += 1;
-        v
-    }
-
-    /// `Elt::ensure_allocated` with `enforce`.
-    #[inline]
-    fn ensure_allocated(&mut self, e: Elt) -> Scalar {
-        match e {
-            Elt::Allocated(v) => v,
-            Elt::Num(v) => self.alloc_value(v),
-        }
+/// `Elt::ensure_allocated` with `enforce`: a combination is allocated (one
+/// variable, one constraint), an allocated value is used as it is.
+#[inline]
+fn ensure_allocated(cs: &mut WitnessCs, e: Elt) -> Scalar {
+    match e {
+        Elt::Allocated(v) => v,
+        Elt::Num(v) => cs.alloc_value(v),
     }
 }
 
@@ -73,7 +63,7 @@ impl<A: Arity<Scalar>> Poseidon<'_, A> {
                     Elt::Num(v + post_key.unwrap_or(Scalar::ZERO))
                 }
                 (Some(pre), _) => {
-                    let l = cs.ensure_allocated(self.elements[i]);
+                    let l = ensure_allocated(cs, self.elements[i]);
                     let l2 = cs.alloc_value((l + pre[i]).square());
                     let l4 = cs.alloc_value(l2.square());
                     Elt::Allocated(cs.alloc_value(l4 * (l + pre[i]) + post_key.unwrap_or(Scalar::ZERO)))
@@ -87,7 +77,7 @@ impl<A: Arity<Scalar>> Poseidon<'_, A> {
 
     /// `quintic_s_box`.
     fn s_box(&self, cs: &mut WitnessCs, e: Elt, post_key: Option<Scalar>) -> Scalar {
-        let l = cs.ensure_allocated(e);
+        let l = ensure_allocated(cs, e);
         let l2 = cs.alloc_value(l.square());
         let l4 = cs.alloc_value(l2.square());
         cs.alloc_value(l4 * l + post_key.unwrap_or(Scalar::ZERO))
@@ -158,10 +148,50 @@ pub fn poseidon_hash<A: Arity<Scalar>>(
     match p.elements[1] {
         Elt::Num(v) => {
             let out = AllocatedNum::alloc(&mut *cs, || Ok(v))?;
-            cs.constraints += 1;
+            cs.count_constraint();
             Ok(out)
         }
         // The last round's MDS product leaves only combinations.
         Elt::Allocated(_) => unreachable!("the state after an MDS product is never allocated"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bellperson::ConstraintSystem;
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn case<A: Arity<Scalar>>(seed: u64) {
+        let c = PoseidonConstants::<Scalar, A>::new();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let values: Vec<Scalar> = (0..A::to_usize()).map(|_| Scalar::random(&mut rng)).collect();
+        let mut gadget = <WitnessCs as ConstraintSystem<Scalar>>::new();
+        let nums: Vec<_> = values.iter().map(|v| AllocatedNum::alloc(&mut gadget, || Ok(*v)).unwrap()).collect();
+        let want = neptune::circuit::poseidon_hash(&mut gadget, nums, &c).unwrap();
+        let mut native = <WitnessCs as ConstraintSystem<Scalar>>::new();
+        for v in &values {
+            AllocatedNum::alloc(&mut native, || Ok(*v)).unwrap();
+        }
+        let got = poseidon_hash(&mut native, &values, &c).unwrap();
+        let arity = A::to_usize();
+        assert_eq!(got.get_value(), want.get_value(), "arity {arity}");
+        assert_eq!(got.get_variable(), want.get_variable(), "arity {arity}");
+        assert_eq!(native.witness(), gadget.witness(), "arity {arity}: inputs, aux values, constraint count");
+        // And it is Poseidon.
+        assert_eq!(got.get_value(), Some(neptune::Poseidon::new_with_preimage(&values, &c).hash()));
+    }
+
+    /// Every arity Filecoin's circuits hash with: Merkle trees (2, 4, 8), PoRep
+    /// columns (2, 11).
+    #[test]
+    fn poseidon_allocates_what_the_circuit_allocates() {
+        for seed in 0..3 {
+            case::<typenum::U2>(seed);
+            case::<typenum::U4>(seed);
+            case::<typenum::U8>(seed);
+            case::<typenum::U11>(seed);
+        }
     }
 }
