@@ -17,8 +17,12 @@ cp target/release/cuzk "$out/cuzk"
 cargo build --release -p cuzk-filecoin --example synth_bench
 cp target/release/examples/synth_bench "$out/synth_bench"
 
-# Test binaries: `cargo test --no-run` prints where they are.
-for t in "-p cuzk --test gpu" "-p cuzk-gpu --test cuda_vs_cpu" "-p cuzk --test post_update"; do
+# Test binaries: `cargo test --no-run` prints where they are. GPU_TESTS picks some
+# (names of: gpu cuda_vs_cpu post_update; all by default).
+all_tests=("-p cuzk --test gpu" "-p cuzk-gpu --test cuda_vs_cpu" "-p cuzk --test post_update")
+for t in "${all_tests[@]}"; do
+    name=${t##* }
+    [[ " ${GPU_TESTS:-gpu cuda_vs_cpu post_update} " == *" $name "* ]] || continue
     # shellcheck disable=SC2086
     exe=$(cargo test --release $t --no-run --message-format=json 2>/dev/null \
         | python3 -c 'import json,sys

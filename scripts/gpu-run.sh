@@ -136,6 +136,9 @@ if [[ " $PHASES " == *" porep "* ]]; then
     # "generic" (pre-compiled, the witness from the circuit's own synthesize instead
     # of the native generator: the before/after of native witness generation),
     # "noverify" (default without the Verify stage: what verification costs),
+    # "keepmem" / "purge1s" (default, with the allocator keeping freed memory
+    # committed for ever / for 1 s: MIMALLOC_PURGE_DELAY=-1 / 1000; mimalloc's own
+    # default purges after 10 ms, and a reused page is then touched fresh again),
     # "prep4" (4 PrepareMsm and 2 StagePcie workers), "prev" (an earlier binary,
     # cuzk-prev.gz, default config). The default saves the circuit recording in the
     # parameter cache, so every later variant starts warm; a variant listed twice
@@ -144,8 +147,11 @@ if [[ " $PHASES " == *" porep "* ]]; then
         porep_inputs "$SZ"
         for V in ${POREP_VARIANTS:-default}; do
             CFG=$OUT/porep-$V.toml
+            envs=""
             case $V in
                 default) extra="" ;;
+                keepmem) extra=""; envs="MIMALLOC_PURGE_DELAY=-1" ;;
+                purge1s) extra=""; envs="MIMALLOC_PURGE_DELAY=1000" ;;
                 plain) extra='[synthesize]\nprecompile = false\n' ;;
                 nonice) extra='[synthesize]\nnice = 0\n' ;;
                 generic) extra='[synthesize]\nnative = false\n' ;;
@@ -177,7 +183,7 @@ if [[ " $PHASES " == *" porep "* ]]; then
                 [ -x /tmp/cuzk-prev ] || { gzip -dc "$D/cuzk-prev.gz" > /tmp/cuzk-prev && chmod +x /tmp/cuzk-prev; }
                 BIN=/tmp/cuzk-prev
             fi
-            timeout "${BENCH_TIMEOUT:-300}" "$BIN" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
+            env $envs timeout "${BENCH_TIMEOUT:-300}" "$BIN" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" --sector-id "$SID" \
                 --param-cache "$FP" --count "${POREP_COUNT:-20}" --warmup "${POREP_WARMUP:-0}" --seed 1 ${POREP_VERIFY---verify} > "$L" 2>&1
             say "porep $SZ x${POREP_COUNT:-20} $V rc=$?: $(grep -E '^warm-up|^cuzk|^stage busy|^ops|^pinned|^wall|^verify' "$L" | tr '\n' ' ')"
         done
@@ -221,7 +227,7 @@ if [[ " $PHASES " == *" full "* ]]; then
     # C1 (the real circuit at its real size, fabricated values) proved against TEST-ONLY
     # timing parameters generated in memory (`prove --timing-params`: Verify off, its
     # proofs never verify). FULL_SIZES="32GiB", FULL_COUNT=2, FULL_EXTRA (config lines,
-    # e.g. '[synthesize]\nworkers = 2\n'). Samples the process's peak RSS (VmHWM) and
+    # e.g. '[synthesize]\nworkers = 2\n'), FULL_ENV (variables, e.g. MIMALLOC_PURGE_DELAY=1000). Samples the process's peak RSS (VmHWM) and
     # NVML's utilization and memory every 500 ms.
     for SZ in ${FULL_SIZES:-32GiB}; do
         C1=/tmp/cuzk-c1-shape-$SZ
@@ -240,7 +246,8 @@ if [[ " $PHASES " == *" full "* ]]; then
             > "$OUT/full-$SZ-nvml.csv" 2>/dev/null &
         SMI=$!
         t=$(date +%s)
-        RUST_LOG=${FULL_LOG:-info} timeout "${FULL_TIMEOUT:-3000}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" \
+        # shellcheck disable=SC2086
+        env RUST_LOG="${FULL_LOG:-info}" ${FULL_ENV:-} timeout "${FULL_TIMEOUT:-3000}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" \
             --prover-id "$PID" --sector-id "$SID" --timing-params --count "${FULL_COUNT:-2}" --seed 1 > "$L" 2>&1 &
         P=$!
         while kill -0 $P 2>/dev/null; do

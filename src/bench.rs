@@ -128,6 +128,15 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Minor page faults of this process so far (Linux `/proc/self/stat`): each is a
+/// first touch of a page the kernel had to find and zero.
+pub fn minor_page_faults() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // After the command name, which is in parentheses: state, ppid, ..., minflt is
+    // the 8th field.
+    s.rsplit_once(')')?.1.split_whitespace().nth(7)?.parse().ok()
+}
+
 /// Which stage limited the run, and why.
 #[derive(Clone, Debug, Serialize)]
 pub struct Verdict {

@@ -9,8 +9,89 @@
 //! recording (for 32GiB-class partitions); `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
 //! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
 //! contention of a stream).
+//!
+//! Each timed line also gives the process's CPU time over that call (core-seconds:
+//! the sparse products of a 32GiB-class partition run on several threads), the
+//! minor page faults (first touches of fresh memory) and the heap traffic it caused: allocations and bytes requested, counted by a wrapper
+//! around mimalloc (the `cuzk` binary's allocator).
 
-use std::time::Instant;
+use std::{
+    alloc::{GlobalAlloc, Layout},
+    sync::atomic::{AtomicU64, Ordering::Relaxed},
+    time::Instant,
+};
+
+/// The `cuzk` binary's allocator (mimalloc), counting what is asked of it.
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to mimalloc; the counters have no effect on the memory.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Relaxed);
+        BYTES.fetch_add(l.size() as u64, Relaxed);
+        mimalloc::MiMalloc.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        mimalloc::MiMalloc.dealloc(p, l)
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Relaxed);
+        BYTES.fetch_add(l.size() as u64, Relaxed);
+        mimalloc::MiMalloc.alloc_zeroed(l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Relaxed);
+        BYTES.fetch_add(new as u64, Relaxed);
+        mimalloc::MiMalloc.realloc(p, l, new)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The process's user + system CPU seconds and minor page faults so far
+/// (/proc/self/stat; CPU in 100 Hz ticks).
+fn cpu_seconds_and_faults() -> (f64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses): minflt is the 8th,
+    // utime the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    let cpu = f.get(11).zip(f.get(12)).map_or(0.0, |(u, s)| (u + s) / 100.0);
+    (cpu, f.get(7).copied().unwrap_or(0.0) as u64)
+}
+
+/// Wall, CPU and heap traffic of one call.
+struct Meter {
+    wall: Instant,
+    cpu: f64,
+    faults: u64,
+    allocs: u64,
+    bytes: u64,
+}
+
+impl Meter {
+    fn start() -> Self {
+        let (cpu, faults) = cpu_seconds_and_faults();
+        Meter { wall: Instant::now(), cpu, faults, allocs: ALLOCS.load(Relaxed), bytes: BYTES.load(Relaxed) }
+    }
+    fn wall(&self) -> f64 {
+        self.wall.elapsed().as_secs_f64()
+    }
+    fn report(&self) -> String {
+        let (cpu, faults) = cpu_seconds_and_faults();
+        format!(
+            "cpu {:>7.2} core-s  page faults {:>8}  heap {:>9} allocations {:>9.1} MiB",
+            cpu - self.cpu,
+            faults - self.faults,
+            ALLOCS.load(Relaxed) - self.allocs,
+            (BYTES.load(Relaxed) - self.bytes) as f64 / (1 << 20) as f64
+        )
+    }
+}
 
 use cuzk_filecoin::{parse_c1, partition_circuits};
 use cuzk_synth::SynthMode;
@@ -34,10 +115,10 @@ fn main() {
         // The witness alone, no recording (a 32GiB partition's would be ~25 GB).
         for native in [true, false] {
             let p = parts().remove(0);
-            let t = Instant::now();
+            let t = Meter::start();
             let (w, _) = p.synthesize_with(SynthMode::WitnessOnly { native }).unwrap();
             let name = if native { "native" } else { "generic" };
-            println!("witness {name}: {:>8.3} s  aux {}", t.elapsed().as_secs_f64(), w.aux.len());
+            println!("witness {name}: {:>8.3} s  aux {}  {}", t.wall(), w.aux.len(), t.report());
         }
         return;
     }
@@ -64,7 +145,7 @@ fn main() {
         return;
     }
     if let Some(t) = std::env::var("THREADS").ok().and_then(|t| t.parse::<usize>().ok()) {
-        let start = Instant::now();
+        let start = Meter::start();
         std::thread::scope(|s| {
             for _ in 0..t {
                 s.spawn(|| {
@@ -74,34 +155,34 @@ fn main() {
                 });
             }
         });
-        println!("{t} threads x {repeats} pre-compiled: {:.3} s", start.elapsed().as_secs_f64());
+        println!("{t} threads x {repeats} pre-compiled: {:.3} s  {}", start.wall(), start.report());
         return;
     }
     if std::env::var_os("ONLY_PRECOMPILED").is_some() {
         for _ in 0..repeats {
             let p = parts().remove(0);
-            let t = Instant::now();
+            let t = Meter::start();
             p.synthesize_with(mode(&pre)).unwrap();
-            println!("precompiled: {:>8.3} s", t.elapsed().as_secs_f64());
+            println!("precompiled: {:>8.3} s  {}", t.wall(), t.report());
         }
         return;
     }
     for _ in 0..repeats {
         let p = parts().remove(0);
-        let t = Instant::now();
+        let t = Meter::start();
         let plain = p.synthesize().unwrap();
-        let tp = t.elapsed().as_secs_f64();
+        let (tp, rp) = (t.wall(), t.report());
         let p = parts().remove(0);
-        let t = Instant::now();
+        let t = Meter::start();
         let (fast, _) = p.synthesize_with(SynthMode::PrecompiledGeneric(&pre, None)).unwrap();
-        let tf = t.elapsed().as_secs_f64();
+        let (tf, rf) = (t.wall(), t.report());
         let p = parts().remove(0);
-        let t = Instant::now();
+        let t = Meter::start();
         let (native, _) = p.synthesize_with(SynthMode::Precompiled(&pre)).unwrap();
-        let tn = t.elapsed().as_secs_f64();
+        let (tn, rn) = (t.wall(), t.report());
         assert!(fast == plain && plain == recorded && native == plain, "assignments differ");
         println!(
-            "plain:       {tp:>8.3} s\nprecompiled: {tf:>8.3} s  ({:.2}x)\nnative:      {tn:>8.3} s  ({:.2}x plain, {:.2}x precompiled)",
+            "plain:       {tp:>8.3} s  {rp}\nprecompiled: {tf:>8.3} s  {rf}  ({:.2}x)\nnative:      {tn:>8.3} s  {rn}  ({:.2}x plain, {:.2}x precompiled)",
             tp / tf,
             tp / tn,
             tf / tn

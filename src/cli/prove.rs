@@ -136,6 +136,8 @@ struct C1Run {
     done: Vec<Duration>,
     /// When the timed part began: the start of the run, or the end of the warm-up.
     start: Instant,
+    /// The process's minor page faults then (first touches of fresh memory).
+    faults: u64,
 }
 
 /// `prove --c1`: `--count` proofs of one sector's commit phase 2, then the timing
@@ -179,7 +181,7 @@ fn prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
     } else {
         pipeline(engine_cfg, &sector, a.count, a.warmup, a.seed, timing)?
     };
-    report_times(run.start, &mut run.done);
+    report_times(run.start, run.faults, &mut run.done);
     let proof: Vec<u8> = run.proofs.concat();
     if let Some(p) = &a.out {
         std::fs::write(p, &proof).with_context(|| format!("writing {}", p.display()))?;
@@ -214,7 +216,8 @@ fn baseline(sector: &Sector, count: usize, warmup: usize) -> Result<C1Run> {
         println!("warm-up: {warmup} proof(s) in {:.2} s (not timed below)", w.elapsed().as_secs_f64());
     }
     let start = Instant::now();
-    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count), start };
+    let faults = bench::minor_page_faults().unwrap_or(0);
+    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count), start, faults };
     for _ in 0..count {
         run.proofs.push(once()?);
         run.done.push(start.elapsed());
@@ -260,7 +263,8 @@ fn pipeline(
     }
     let t = Instant::now();
     let (submitter, rx) = submit_all(&engine, sector, count, seed);
-    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count), start: t };
+    let faults = bench::minor_page_faults().unwrap_or(0);
+    let mut run = C1Run { proofs: Vec::with_capacity(count), done: Vec::with_capacity(count), start: t, faults };
     let mut partitions = 0;
     let mut result = Ok(());
     let mut busy = [Duration::ZERO; StageName::ALL.len()];
@@ -352,8 +356,9 @@ fn report_stages(t: Instant, count: usize, busy: &[Duration], ops: &JobTimings, 
 }
 
 /// Wall time, s/proof, the first proof's latency and the steady rate after it (the
-/// first includes loading parameters), peak RSS. Sorts `done`.
-fn report_times(t: Instant, done: &mut [Duration]) {
+/// first includes loading parameters), peak RSS, and the minor page faults since the
+/// timed part began (`faults` then). Sorts `done`.
+fn report_times(t: Instant, faults: u64, done: &mut [Duration]) {
     let count = done.len();
     done.sort();
     let wall = t.elapsed().as_secs_f64();
@@ -362,7 +367,8 @@ fn report_times(t: Instant, done: &mut [Duration]) {
         let steady = (done[count - 1] - done[0]).as_secs_f64() / (count - 1) as f64;
         print!(", then {steady:.3} s/proof");
     }
-    println!(", peak RSS {}", fmt_bytes(bench::peak_rss_bytes().unwrap_or(0)));
+    print!(", peak RSS {}", fmt_bytes(bench::peak_rss_bytes().unwrap_or(0)));
+    println!(", minor page faults {}", bench::minor_page_faults().unwrap_or(0).saturating_sub(faults));
 }
 
 /// Whether every proof passes filecoin-proofs' `verify_seal` for `sector`.

@@ -13,7 +13,7 @@
 //! `c` as sparse matrix-vector products. The result is the same
 //! [`Assignment`], field element for field element (the tests compare them).
 
-use std::collections::HashMap;
+use std::{collections::HashMap, mem::MaybeUninit};
 
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
@@ -60,26 +60,17 @@ impl Matrix {
         self.row_end.capacity() * 4 + self.entries.capacity() * std::mem::size_of::<Entry>()
     }
 
-    /// Rows `rows` times the witness, written into `out` (one value per row).
-    fn eval_rows(&self, rows: std::ops::Range<usize>, coeffs: &[Scalar], w: [&[Scalar]; 2], out: &mut [Scalar]) {
+    /// Rows `rows` times the witness, written into `out` (one value per row; every
+    /// slot is written, none read: a fresh heap vector's spare capacity is never
+    /// zero-filled first — on the heap path that fill was a tenth of a partition).
+    fn eval_rows(&self, rows: std::ops::Range<usize>, coeffs: &[Scalar], w: [&[Scalar]; 2], out: &mut [impl Slot]) {
+        debug_assert_eq!(rows.len(), out.len());
         let mut start = if rows.start == 0 { 0 } else { self.row_end[rows.start - 1] as usize };
         for (row, o) in rows.zip(out.iter_mut()) {
             let end = self.row_end[row] as usize;
-            *o = self.row_value(start..end, coeffs, w);
+            o.set(self.row_value(start..end, coeffs, w));
             start = end;
         }
-    }
-
-    /// The first `n` rows times the witness, in a new vector: written once, never
-    /// zero-filled first (on the heap path that fill was a tenth of a partition).
-    fn eval_vec(&self, n: usize, coeffs: &[Scalar], w: [&[Scalar]; 2]) -> Vec<Scalar> {
-        let mut out = Vec::with_capacity(n);
-        let mut start = 0;
-        for &end in &self.row_end[..n] {
-            out.push(self.row_value(start..end as usize, coeffs, w));
-            start = end as usize;
-        }
-        out
     }
 
     #[inline(always)]
@@ -501,18 +492,15 @@ where
     }
     let n = pre.constraints();
     let w = [cs.input.as_slice(), cs.aux.as_slice()];
-    // On the calling thread, not a thread pool: a stream keeps every core busy with
-    // partitions already, and the caller's thread priority then covers this too.
+    let threads = product_threads(n);
     let abc = match alloc.and_then(|al| al.alloc(n)).filter(|b| b.len() == n) {
         Some(mut buf) => {
-            for (m, out) in [&pre.a, &pre.b, &pre.c].into_iter().zip(buf.abc_mut()) {
-                m.eval_rows(0..n, &pre.coeffs, w, out);
-            }
+            products(pre, w, buf.abc_mut(), threads);
             Evals::Lent(buf)
         }
         None => {
-            let product = |m: &Matrix| m.eval_vec(n, &pre.coeffs, w);
-            Evals::heap(product(&pre.a), product(&pre.b), product(&pre.c))
+            let [a, b, c] = uninit_vecs(n, |outs| products(pre, w, outs, threads));
+            Evals::heap(a, b, c)
         }
     };
     Ok(Assignment {
@@ -523,6 +511,85 @@ where
         b_input_density: pre.b_input_density.clone(),
         b_aux_density: pre.b_aux_density.clone(),
     })
+}
+
+/// Where a product is written: a lent buffer's initialized scalars, or a fresh heap
+/// vector's spare capacity, which is never zero-filled first (on the heap path that
+/// fill was a tenth of a partition).
+trait Slot {
+    fn set(&mut self, v: Scalar);
+}
+
+impl Slot for Scalar {
+    #[inline(always)]
+    fn set(&mut self, v: Scalar) {
+        *self = v;
+    }
+}
+
+impl Slot for MaybeUninit<Scalar> {
+    #[inline(always)]
+    fn set(&mut self, v: Scalar) {
+        self.write(v);
+    }
+}
+
+/// Three `n`-element vectors, every element written by `fill` (which must write
+/// all of them: it gets the vectors' uninitialized slots).
+#[allow(unsafe_code)]
+fn uninit_vecs(n: usize, fill: impl FnOnce([&mut [MaybeUninit<Scalar>]; 3])) -> [Vec<Scalar>; 3] {
+    let mut v: [Vec<Scalar>; 3] = std::array::from_fn(|_| Vec::with_capacity(n));
+    let [a, b, c] = &mut v;
+    fill([&mut a.spare_capacity_mut()[..n], &mut b.spare_capacity_mut()[..n], &mut c.spare_capacity_mut()[..n]]);
+    for x in &mut v {
+        // SAFETY: `fill` wrote the first `n` slots (`products` writes every row).
+        unsafe { x.set_len(n) };
+    }
+    v
+}
+
+/// Rows per thread below which the sparse products stay on the calling thread.
+/// A 2KiB–512MiB PoRep partition (2.7–4.4M rows) is below it: a stream keeps every
+/// core busy with partitions already. A 32GiB one (130M rows) is far above it, and
+/// only one or two fit in memory at once, so without splitting it most cores idle
+/// while its 722M non-zeros are multiplied.
+const ROWS_PER_THREAD: usize = 1 << 22;
+
+/// Threads for the products of an `n`-row partition: one per [`ROWS_PER_THREAD`]
+/// rows, at most one per core.
+fn product_threads(n: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    (n / ROWS_PER_THREAD).clamp(1, cores)
+}
+
+/// a, b, c = A·w, B·w, C·w into `outs` (`n` slots each, all written), on `threads`
+/// threads, each taking a contiguous range of rows of all three matrices. Scoped OS
+/// threads rather than a pool: they inherit the calling worker's priority (the
+/// urgent lane's partitions stay ahead of bulk ones) and a partition that splits
+/// never queues behind another stage's pool work.
+fn products(pre: &Precompiled, w: [&[Scalar]; 2], outs: [&mut [impl Slot + Send]; 3], threads: usize) {
+    let n = outs[0].len();
+    let mats = [&pre.a, &pre.b, &pre.c];
+    if threads <= 1 || n < 2 {
+        for (m, out) in mats.into_iter().zip(outs) {
+            m.eval_rows(0..n, &pre.coeffs, w, out);
+        }
+        return;
+    }
+    let chunk = n.div_ceil(threads);
+    let coeffs = pre.coeffs.as_slice();
+    let [a, b, c] = outs;
+    std::thread::scope(|s| {
+        let parts = a.chunks_mut(chunk).zip(b.chunks_mut(chunk)).zip(c.chunks_mut(chunk));
+        for (k, ((a, b), c)) in parts.enumerate() {
+            let rows = k * chunk..k * chunk + a.len();
+            s.spawn(move || {
+                for (m, out) in mats.into_iter().zip([a, b, c]) {
+                    m.eval_rows(rows.clone(), coeffs, w, out);
+                }
+            });
+        }
+    });
 }
 
 #[cfg(test)]
@@ -582,6 +649,25 @@ mod tests {
             let fast = synthesize_precompiled(BitsCircuit { seed }, &pre).unwrap();
             assert_eq!(fast, plain, "seed {seed}");
         }
+    }
+
+    #[test]
+    fn split_products_equal_one_thread() {
+        let spec = SyntheticSpec { constraints: 10_007, public_inputs: 3, a_density: 0.7, b_density: 0.2 };
+        let (plain, pre) = synthesize_recording(SyntheticCircuit::new(spec, 5).unwrap()).unwrap();
+        let pre = pre.unwrap();
+        let w = [plain.input.as_slice(), plain.aux.as_slice()];
+        let n = pre.constraints();
+        for threads in [1, 2, 3, 7, 64] {
+            let v = uninit_vecs(n, |outs| products(&pre, w, outs, threads));
+            assert_eq!(v, plain.abc.abc().map(<[Scalar]>::to_vec), "{threads} threads");
+            let mut lent: [Vec<Scalar>; 3] = std::array::from_fn(|_| vec![Scalar::ZERO; n]);
+            let [a, b, c] = &mut lent;
+            products(&pre, w, [a.as_mut_slice(), b.as_mut_slice(), c.as_mut_slice()], threads);
+            assert_eq!(lent, v, "{threads} threads, into initialized slots");
+        }
+        assert_eq!(product_threads(100), 1);
+        assert!(product_threads(130_278_541) > 1 || std::thread::available_parallelism().unwrap().get() == 1);
     }
 
     #[test]
