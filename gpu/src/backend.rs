@@ -49,6 +49,12 @@ impl UploadedPartition {
     pub fn backend(&self) -> &'static str {
         self.backend
     }
+
+    /// Heap bytes it still holds (what `upload` did not move into pinned memory,
+    /// which is bounded apart from the host budget).
+    pub fn heap_bytes(&self) -> u64 {
+        self.host.heap_bytes()
+    }
 }
 
 /// Time spent in each operation of [`Backend::execute`], in order.

@@ -668,8 +668,8 @@ mod imp {
 
         /// The partition on the CPU backend, when no device is left to run it: a
         /// heap copy of what was uploaded (the pinned copy, or the host arrays). The
-        /// copy takes the room of the heap arrays that `upload` moved into pinned
-        /// memory, which the partition's host reservation still covers.
+        /// partition's host reservation shrank to what stayed on the heap after
+        /// `upload` (StagePcie), so the charge below covers the copies too.
         fn on_cpu(
             &self,
             p: &HostPartition,
