@@ -215,7 +215,7 @@ mod tests {
         };
         let all = partition_bytes_for_shape(&shape, false);
         let lent = held_when_lent(all, 1 << shape.domain_log2());
-        assert_eq!(all / 100_000_000, 265, "{all}");
-        assert_eq!(lent / 100_000_000, 136, "{lent}");
+        assert_eq!(all / 100_000_000, 264, "{all}");
+        assert_eq!(lent / 100_000_000, 135, "{lent}");
     }
 }
