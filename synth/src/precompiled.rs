@@ -499,7 +499,7 @@ where
             Evals::Lent(buf)
         }
         None => {
-            let [a, b, c] = uninit_vecs(n, |outs| products(pre, w, outs, threads));
+            let [a, b, c] = product_vecs(pre, w, n, threads);
             Evals::heap(a, b, c)
         }
     };
@@ -534,15 +534,21 @@ impl Slot for MaybeUninit<Scalar> {
     }
 }
 
-/// Three `n`-element vectors, every element written by `fill` (which must write
-/// all of them: it gets the vectors' uninitialized slots).
+/// a, b, c of `pre` times `w` (`n` rows) in three fresh vectors, never zero-filled:
+/// [`products`] writes every row of every one.
 #[allow(unsafe_code)]
-fn uninit_vecs(n: usize, fill: impl FnOnce([&mut [MaybeUninit<Scalar>]; 3])) -> [Vec<Scalar>; 3] {
+fn product_vecs(pre: &Precompiled, w: [&[Scalar]; 2], n: usize, threads: usize) -> [Vec<Scalar>; 3] {
     let mut v: [Vec<Scalar>; 3] = std::array::from_fn(|_| Vec::with_capacity(n));
     let [a, b, c] = &mut v;
-    fill([&mut a.spare_capacity_mut()[..n], &mut b.spare_capacity_mut()[..n], &mut c.spare_capacity_mut()[..n]]);
+    products(
+        pre,
+        w,
+        [&mut a.spare_capacity_mut()[..n], &mut b.spare_capacity_mut()[..n], &mut c.spare_capacity_mut()[..n]],
+        threads,
+    );
     for x in &mut v {
-        // SAFETY: `fill` wrote the first `n` slots (`products` writes every row).
+        // SAFETY: `products` wrote the first `n` slots of each (every row of its
+        // output slices, on every path).
         unsafe { x.set_len(n) };
     }
     v
@@ -569,6 +575,9 @@ fn product_threads(n: usize) -> usize {
 /// never queues behind another stage's pool work.
 fn products(pre: &Precompiled, w: [&[Scalar]; 2], outs: [&mut [impl Slot + Send]; 3], threads: usize) {
     let n = outs[0].len();
+    // Every slot is written only if the three have one length (`product_vecs`
+    // relies on it).
+    assert!(outs.iter().all(|o| o.len() == n), "a, b, c outputs differ in length");
     let mats = [&pre.a, &pre.b, &pre.c];
     if threads <= 1 || n < 2 {
         for (m, out) in mats.into_iter().zip(outs) {
@@ -659,7 +668,7 @@ mod tests {
         let w = [plain.input.as_slice(), plain.aux.as_slice()];
         let n = pre.constraints();
         for threads in [1, 2, 3, 7, 64] {
-            let v = uninit_vecs(n, |outs| products(&pre, w, outs, threads));
+            let v = product_vecs(&pre, w, n, threads);
             assert_eq!(v, plain.abc.abc().map(<[Scalar]>::to_vec), "{threads} threads");
             let mut lent: [Vec<Scalar>; 3] = std::array::from_fn(|_| vec![Scalar::ZERO; n]);
             let [a, b, c] = &mut lent;
