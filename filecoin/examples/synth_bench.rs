@@ -12,8 +12,10 @@
 //!
 //! Each timed line also gives the process's CPU time over that call (core-seconds:
 //! the sparse products of a 32GiB-class partition run on several threads), the
-//! minor page faults (first touches of fresh memory) and the heap traffic it caused: allocations and bytes requested, counted by a wrapper
-//! around mimalloc (the `cuzk` binary's allocator).
+//! minor page faults (first touches of fresh memory) and the heap traffic it caused:
+//! allocations and bytes requested, counted by a wrapper around mimalloc (the `cuzk`
+//! binary's allocator). The /proc parsing mirrors `cuzk::bench::minor_page_faults`,
+//! which this crate cannot depend on.
 
 use std::{
     alloc::{GlobalAlloc, Layout},

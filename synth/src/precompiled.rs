@@ -61,8 +61,7 @@ impl Matrix {
     }
 
     /// Rows `rows` times the witness, written into `out` (one value per row; every
-    /// slot is written, none read: a fresh heap vector's spare capacity is never
-    /// zero-filled first — on the heap path that fill was a tenth of a partition).
+    /// slot is written, none read: see [`Slot`]).
     fn eval_rows(&self, rows: std::ops::Range<usize>, coeffs: &[Scalar], w: [&[Scalar]; 2], out: &mut [impl Slot]) {
         debug_assert_eq!(rows.len(), out.len());
         let mut start = if rows.start == 0 { 0 } else { self.row_end[rows.start - 1] as usize };
@@ -564,8 +563,11 @@ const ROWS_PER_THREAD: usize = 1 << 22;
 /// Threads for the products of an `n`-row partition: one per [`ROWS_PER_THREAD`]
 /// rows, at most one per core.
 fn product_threads(n: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    (n / ROWS_PER_THREAD).clamp(1, cores)
+    match n / ROWS_PER_THREAD {
+        // Most partitions: no need to ask the system for its core count.
+        0 | 1 => 1,
+        t => t.min(std::thread::available_parallelism().map_or(1, |c| c.get())),
+    }
 }
 
 /// a, b, c = A·w, B·w, C·w into `outs` (`n` slots each, all written), on `threads`
