@@ -143,6 +143,7 @@ fn invalid_configs() {
         ("[budget]\nhost_memory = -4\n", "must not be negative"),
         ("[budget]\nhost_memory = \"12 parsecs\"\n", "unknown size unit"),
         ("[prove_gpu]\nworkers_per_device = 0\n", "prove_gpu.workers_per_device must be at least 1"),
+        ("[backend]\ndevice_buffers = 0\n", "backend.device_buffers must be at least 1"),
         ("[backend]\nkind = \"tpu\"\n", "unknown variant `tpu`"),
         ("[gpus]\n", "unknown section [gpus]"),
     ] {

@@ -90,6 +90,7 @@ impl Config {
             ("verify.mailbox_capacity", self.verify.mailbox_capacity),
             ("verify.queue_capacity", self.verify.queue_capacity),
             ("verify.workers", self.verify.workers),
+            ("backend.device_buffers", self.backend.device_buffers),
         ];
         for (name, v) in positive {
             if v == 0 {

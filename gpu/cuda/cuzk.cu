@@ -228,30 +228,20 @@ extern "C" RustError cuzk_device_trim(size_t dev)
 
 // ---------------------------------------------------------------- workspace
 
-// Device buffers for a, b, c of one domain size, and the device's copy stream with
-// its events; allocated once per device (see cuzk_execute for how they are used).
+// What one device needs to run a partition beside its inputs (which are in a
+// staging buffer, below): the bit sums' partial sums and the gather buffer of a
+// split MSM's rest points. Allocated once per device, used under its lock.
 struct cuzk_ws {
     int dev;
     uint32_t lg;
-    fr_t* d_abc;
-    uint32_t* d_idx;            // bit-sum index lists (3 << lg entries) and 4 counts
     void* d_sums;               // bit-sum partial sums, one per warp (G2-sized)
     void* d_gather;             // the rest points of one split MSM ((1 << lg) / 8 G2 points)
-    cudaStream_t copy;          // uploads only, never kernels
-    cudaEvent_t arrived[3];     // a, b, c uploaded (and padded)
-    cudaEvent_t t0, t1;         // timing: the copy stream's start and end
 };
 
 static void ws_release(cuzk_ws* w)
 {
-    if (w->d_abc) (void)cudaFree(w->d_abc);
-    if (w->d_idx) (void)cudaFree(w->d_idx);
     if (w->d_sums) (void)cudaFree(w->d_sums);
     if (w->d_gather) (void)cudaFree(w->d_gather);
-    for (auto& e : w->arrived) if (e) (void)cudaEventDestroy(e);
-    if (w->t0) (void)cudaEventDestroy(w->t0);
-    if (w->t1) (void)cudaEventDestroy(w->t1);
-    if (w->copy) (void)cudaStreamDestroy(w->copy);
 }
 
 // One partial sum per warp of a bit-sum launch (sm_count blocks of
@@ -268,18 +258,10 @@ extern "C" RustError cuzk_ws_new(size_t dev, uint32_t lg, cuzk_ws** out)
     CUZK_TRY
     const gpu_t& gpu = select_gpu((int)dev);
     std::unique_ptr<cuzk_ws, void (*)(cuzk_ws*)> w{
-        new cuzk_ws{(int)dev, lg, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr, nullptr},
+        new cuzk_ws{(int)dev, lg, nullptr, nullptr},
         [](cuzk_ws* w) { ws_release(w); delete w; }};
-    CUDA_OK(cudaMalloc(&w->d_abc, 3 * sizeof(fr_t) << lg));
-    CUDA_OK(cudaMalloc(&w->d_idx, ((size_t)3 << lg) * sizeof(uint32_t) + 4 * sizeof(uint32_t)));
     CUDA_OK(cudaMalloc(&w->d_sums, bit_sum_slots(gpu) * sizeof(bucket_fp2_t::mem_t)));
     CUDA_OK(cudaMalloc(&w->d_gather, std::max<size_t>(((size_t)1 << lg) / 8, 1) * sizeof(affine_fp2_t::mem_t)));
-    // Non-blocking: the copy stream must not synchronize with the legacy default
-    // stream that sppark's MSMs use for their own transfers.
-    CUDA_OK(cudaStreamCreateWithFlags(&w->copy, cudaStreamNonBlocking));
-    for (auto& e : w->arrived) CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    CUDA_OK(cudaEventCreate(&w->t0));
-    CUDA_OK(cudaEventCreate(&w->t1));
     keep_pool_memory(gpu);
     *out = w.release();
     CUZK_CATCH
@@ -294,6 +276,107 @@ extern "C" void cuzk_ws_free(cuzk_ws* w)
         delete w;
     } catch (...) {
     }
+}
+
+// ---------------------------------------------------------------- staging buffers
+
+// A partition's inputs on the device: a, b, c (padded to the domain), the bit-split
+// index lists with their counts, and the split rest scalars. StagePcie fills one
+// with cuzk_stage_upload on the buffer's own copy stream while the device computes
+// an earlier partition from another buffer (double buffering); cuzk_execute's
+// kernels wait for its events. A partition that was not staged ahead is uploaded
+// into a free buffer by its execution, which then overlaps a's iNTT with b and c's
+// transfer as before.
+struct cuzk_stage {
+    int dev;
+    uint32_t lg;
+    fr_t* d_abc;                // 3 << lg
+    uint32_t* d_idx;            // bit-sum index lists (3 << lg entries) and 4 counts
+    fr_t* d_rest;               // split rest scalars, (1 << lg) / 8 per vector
+    cudaStream_t copy;          // uploads only, never kernels
+    cudaEvent_t arrived[3];     // a, b, c uploaded (and padded)
+    cudaEvent_t t0, t1;         // the upload's start and end (t1: everything arrived)
+    // What the last upload put here, checked by cuzk_execute against its inputs.
+    size_t n;
+    uint32_t in_lg;
+    bool lists;
+    size_t nones[3], nrest[3];
+    uint32_t counts[4];         // copied from here: the address must outlive the copy
+};
+
+static void stage_release(cuzk_stage* s)
+{
+    if (s->copy) (void)cudaStreamSynchronize(s->copy);
+    for (void* p : {(void*)s->d_abc, (void*)s->d_idx, (void*)s->d_rest})
+        if (p) (void)cudaFree(p);
+    for (auto& e : s->arrived) if (e) (void)cudaEventDestroy(e);
+    if (s->t0) (void)cudaEventDestroy(s->t0);
+    if (s->t1) (void)cudaEventDestroy(s->t1);
+    if (s->copy) (void)cudaStreamDestroy(s->copy);
+}
+
+extern "C" RustError cuzk_stage_new(size_t dev, uint32_t lg, cuzk_stage** out)
+{
+    *out = nullptr;
+    CUZK_TRY
+    select_gpu((int)dev);
+    std::unique_ptr<cuzk_stage, void (*)(cuzk_stage*)> s{
+        new cuzk_stage{},
+        [](cuzk_stage* s) { stage_release(s); delete s; }};
+    s->dev = (int)dev;
+    s->lg = lg;
+    size_t N = (size_t)1 << lg;
+    CUDA_OK(cudaMalloc(&s->d_abc, 3 * sizeof(fr_t) * N));
+    CUDA_OK(cudaMalloc(&s->d_idx, 3 * N * sizeof(uint32_t) + 4 * sizeof(uint32_t)));
+    CUDA_OK(cudaMalloc(&s->d_rest, 3 * std::max<size_t>(N / 8, 1) * sizeof(fr_t)));
+    // Non-blocking: the copy stream must not synchronize with the legacy default
+    // stream that sppark's MSMs use for their own transfers.
+    CUDA_OK(cudaStreamCreateWithFlags(&s->copy, cudaStreamNonBlocking));
+    for (auto& e : s->arrived) CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CUDA_OK(cudaEventCreate(&s->t0));
+    CUDA_OK(cudaEventCreate(&s->t1));
+    *out = s.release();
+    CUZK_CATCH
+}
+
+extern "C" void cuzk_stage_free(cuzk_stage* s)
+{
+    if (!s) return;
+    try {
+        select_gpu(s->dev);
+        stage_release(s);
+        delete s;
+    } catch (...) {
+    }
+}
+
+// Waits until the buffer's last upload is done: before the host memory it read
+// from is released or reused, and before another partition takes the buffer.
+extern "C" RustError cuzk_stage_sync(cuzk_stage* s)
+{
+    CUZK_TRY
+    select_gpu(s->dev);
+    CUDA_OK(cudaStreamSynchronize(s->copy));
+    CUZK_CATCH
+}
+
+struct cuzk_inputs;
+static void stage_upload(cuzk_stage* s, const cuzk_inputs* in);
+
+// Queues a partition's upload into `s` (nothing waits for it here; see
+// cuzk_stage_sync). The host arrays must stay alive and unchanged until then.
+extern "C" RustError cuzk_stage_upload(cuzk_stage* s, const cuzk_inputs* in)
+{
+    CUZK_TRY
+    select_gpu(s->dev);
+    try {
+        stage_upload(s, in);
+    } catch (...) {
+        // Nothing half-queued is left behind for the caller to free under.
+        (void)cudaStreamSynchronize(s->copy);
+        throw;
+    }
+    CUZK_CATCH
 }
 
 // ---------------------------------------------------------------- pinned host memory
@@ -350,7 +433,8 @@ struct cuzk_outputs {
     point_t h, l, a, b1;
     point_fp2_t b2;
     double ms[8];        // upload (copy-stream time), ntt_h (the rest of the wall until
-                         // H is ready), msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2
+                         // H is ready), msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2, and
+                         // the wait for a staged upload still in flight
 };
 
 __global__ void h_on_coset(fr_t* a, const fr_t* b, const fr_t* c, fr_t z_inv, size_t n)
@@ -479,7 +563,7 @@ static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
 }
 
 // A split MSM: the sum of the points behind the ones, plus the MSM of the rest
-// scalars over their points gathered into the workspace, by the resident MSM
+// scalars (already on the device) over their points gathered into the workspace, by the resident MSM
 // object (sized for the whole vector, it handles the smaller count). An object
 // sized for the rest itself picks narrower windows, hence more of them, and was
 // slower: 7.4-10.6 ms against 6-8.8 ms per MSM (run13-cuda-trace.log and
@@ -488,7 +572,7 @@ static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
 template<class bucket, class msm_type, class point, class affine_dev>
 static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const affine_dev* pts,
                       const uint32_t* d_ones, const uint32_t* d_n, const uint32_t* d_rest,
-                      const fr_t* rest_s, size_t nrest, point& out)
+                      const fr_t* d_rest_s, size_t nrest, point& out)
 {
     bit_sum<bucket>(gpu, ws, pts, d_ones, d_n, out);
     if (nrest == 0) return;
@@ -499,7 +583,7 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     trace(gpu, "split: gather rest points");
     typedef typename bucket::affine_t affine;
     point rest;
-    RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, rest_s, false);
+    RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, dev_ptr_t<fr_t>((fr_t*)d_rest_s), false);
     if (err.code != cudaSuccess) {
         std::string m = err.message ? err.message : "split MSM failed";
         free(err.message);
@@ -509,73 +593,128 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     out.add(rest);
 }
 
-static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, const cuzk_srs* srs,
-                              const cuzk_inputs* in, cuzk_outputs* out)
+// Checks the bit-split lists against a buffer of domain 2^lg; whether they are set.
+static bool split_lists(const cuzk_inputs* in, uint32_t lg)
+{
+    if (!in->ones[0]) return false;
+    size_t total = 0, cap = ((size_t)1 << lg) / 8;
+    for (int k = 0; k < 3; k++) {
+        total += in->nones[k] + in->nrest[k];
+        if (in->nrest[k] > cap)
+            throw cuda_error(cudaErrorInvalidValue, std::string("bit-split rest larger than the staging buffer"));
+    }
+    if (total > ((size_t)3 << lg))
+        throw cuda_error(cudaErrorInvalidValue, std::string("bit-split lists larger than the staging buffer"));
+    return true;
+}
+
+// a, b, c, then the split lists, counts and rest scalars, all on the buffer's copy
+// stream, an event after each of a, b, c (so that a's iNTT can start while b and c
+// are still crossing PCIe) and one after everything (t1).
+static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
+{
+    if (in->lg > s->lg)
+        throw cuda_error(cudaErrorInvalidValue, std::string("staging buffer smaller than the domain"));
+    if (in->n > ((size_t)1 << in->lg))
+        throw cuda_error(cudaErrorInvalidValue, std::string("more constraint evaluations than the domain"));
+    bool lists = split_lists(in, s->lg);
+    size_t N = (size_t)1 << in->lg;
+    fr_t* dv[3] = {s->d_abc, s->d_abc + N, s->d_abc + 2 * N};
+    const fr_t* hv[3] = {in->a, in->b, in->c};
+    CUDA_OK(cudaEventRecord(s->t0, s->copy));
+    for (int k = 0; k < 3; k++) {
+        CUDA_OK(cudaMemcpyAsync(dv[k], hv[k], in->n * sizeof(fr_t), cudaMemcpyHostToDevice, s->copy));
+        if (N > in->n)
+            CUDA_OK(cudaMemsetAsync(dv[k] + in->n, 0, (N - in->n) * sizeof(fr_t), s->copy));
+        CUDA_OK(cudaEventRecord(s->arrived[k], s->copy));
+    }
+    if (lists) {
+        size_t off = 0, cap = std::max<size_t>(((size_t)1 << s->lg) / 8, 1);
+        auto up = [&](const uint32_t* src, size_t n) {
+            if (n)
+                CUDA_OK(cudaMemcpyAsync(s->d_idx + off, src, n * sizeof(uint32_t), cudaMemcpyHostToDevice, s->copy));
+            off += n;
+        };
+        for (int k = 0; k < 3; k++) {
+            up(in->ones[k], in->nones[k]);
+            up(in->rest_idx[k], in->nrest[k]);
+            if (in->nrest[k])
+                CUDA_OK(cudaMemcpyAsync(s->d_rest + k * cap, in->rest_s[k], in->nrest[k] * sizeof(fr_t),
+                                        cudaMemcpyHostToDevice, s->copy));
+            s->counts[k] = (uint32_t)in->nones[k];
+            s->nones[k] = in->nones[k];
+            s->nrest[k] = in->nrest[k];
+        }
+        s->counts[3] = 0;
+        CUDA_OK(cudaMemcpyAsync(s->d_idx + ((size_t)3 << s->lg), s->counts, sizeof(s->counts),
+                                cudaMemcpyHostToDevice, s->copy));
+    }
+    CUDA_OK(cudaEventRecord(s->t1, s->copy));
+    s->n = in->n;
+    s->in_lg = in->lg;
+    s->lists = lists;
+    trace(select_gpu(s->dev), "upload");
+}
+
+// `staged`: the inputs were uploaded into `st` ahead (StagePcie) rather than just
+// before, by this partition's execution.
+static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* srs,
+                              const cuzk_inputs* in, bool staged, cuzk_outputs* out)
 {
     if (in->lg > ws->lg)
         throw cuda_error(cudaErrorInvalidValue, std::string("workspace smaller than the domain"));
-    // Bit-split lists: checked before anything is queued.
+    if (st->dev != ws->dev)
+        throw cuda_error(cudaErrorInvalidValue, std::string("staging buffer of another device"));
+    if (st->n != in->n || st->in_lg != in->lg)
+        throw cuda_error(cudaErrorInvalidValue, std::string("staging buffer holds another partition's shape"));
+    // The device split uses the lists in the buffer; they must be the inputs' own.
     bool split = srs && in->ones[0];
     if (split) {
-        size_t total = 0, cap = ((size_t)1 << ws->lg) / 8;
-        for (int k = 0; k < 3; k++) {
-            total += in->nones[k] + in->nrest[k];
-            if (in->nrest[k] > cap)
-                throw cuda_error(cudaErrorInvalidValue, std::string("bit-split rest larger than the workspace"));
-        }
-        if (total > ((size_t)3 << ws->lg))
-            throw cuda_error(cudaErrorInvalidValue, std::string("bit-split lists larger than the workspace"));
+        if (!st->lists || split_lists(in, ws->lg) != true)
+            throw cuda_error(cudaErrorInvalidValue, std::string("bit-split lists were not staged"));
+        for (int k = 0; k < 3; k++)
+            if (st->nones[k] != in->nones[k] || st->nrest[k] != in->nrest[k])
+                throw cuda_error(cudaErrorInvalidValue, std::string("staged bit-split lists differ from the inputs"));
     }
     size_t N = (size_t)1 << in->lg;
-    fr_t* d_a = ws->d_abc;
+    fr_t* d_a = st->d_abc;
     fr_t* d_b = d_a + N;
     fr_t* d_c = d_b + N;
-    auto t = std::chrono::steady_clock::now();
-
-    // a, b, c: uploaded on the copy stream, one event each, with no host wait; each
-    // compute stream waits only for its own array, so a's iNTT starts while b and c
-    // are still crossing PCIe. Then coefficients (iNTT, natural in, bit-reversed
-    // out) and evaluations on the coset g*<w> (NTT, bit-reversed in, natural out).
     fr_t* dv[3] = {d_a, d_b, d_c};
-    const fr_t* hv[3] = {in->a, in->b, in->c};
-    CUDA_OK(cudaEventRecord(ws->t0, ws->copy));
-    for (int k = 0; k < 3; k++) {
-        CUDA_OK(cudaMemcpyAsync(dv[k], hv[k], in->n * sizeof(fr_t), cudaMemcpyHostToDevice, ws->copy));
-        if (N > in->n)
-            CUDA_OK(cudaMemsetAsync(dv[k] + in->n, 0, (N - in->n) * sizeof(fr_t), ws->copy));
-        CUDA_OK(cudaEventRecord(ws->arrived[k], ws->copy));
+    auto t = std::chrono::steady_clock::now();
+    // A staged upload normally finished while the previous partition computed; the
+    // time still waited for it is what double buffering did not hide.
+    double waited = 0;
+    if (staged) {
+        CUDA_OK(cudaEventSynchronize(st->t1));
+        waited = ms_since(t);
+        t = std::chrono::steady_clock::now();
     }
-    CUDA_OK(cudaEventRecord(ws->t1, ws->copy));
-    trace(gpu, "upload");
+
+    // Coefficients (iNTT, natural in, bit-reversed out) and evaluations on the coset
+    // g*<w> (NTT, bit-reversed in, natural out); each compute stream waits only for
+    // its own array.
     for (int k = 0; k < 3; k++) {
         stream_t& s = gpu[k];
-        CUDA_OK(cudaStreamWaitEvent(s, ws->arrived[k], 0));
+        CUDA_OK(cudaStreamWaitEvent(s, st->arrived[k], 0));
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
         trace(gpu, "intt");
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
         trace(gpu, "coset ntt");
     }
-    // Bit split: upload the index lists (and their counts) on the copy stream while
-    // the NTTs run.
     const uint32_t* d_ones[3] = {nullptr, nullptr, nullptr};
     const uint32_t* d_rest[3] = {nullptr, nullptr, nullptr};
-    const uint32_t* d_counts = ws->d_idx + ((size_t)3 << ws->lg);
+    const fr_t* d_rest_s[3] = {nullptr, nullptr, nullptr};
+    const uint32_t* d_counts = st->d_idx + ((size_t)3 << st->lg);
     if (split) {
-        uint32_t counts[4] = {(uint32_t)in->nones[0], (uint32_t)in->nones[1], (uint32_t)in->nones[2], 0};
-        size_t off = 0;
-        auto up = [&](const uint32_t* src, size_t n) {
-            const uint32_t* d = ws->d_idx + off;
-            if (n)
-                CUDA_OK(cudaMemcpyAsync((void*)d, src, n * sizeof(uint32_t), cudaMemcpyHostToDevice, ws->copy));
-            off += n;
-            return d;
-        };
+        size_t off = 0, cap = std::max<size_t>(((size_t)1 << st->lg) / 8, 1);
         for (int k = 0; k < 3; k++) {
-            d_ones[k] = up(in->ones[k], in->nones[k]);
-            d_rest[k] = up(in->rest_idx[k], in->nrest[k]);
+            d_ones[k] = st->d_idx + off;
+            off += in->nones[k];
+            d_rest[k] = st->d_idx + off;
+            off += in->nrest[k];
+            d_rest_s[k] = st->d_rest + k * cap;
         }
-        CUDA_OK(cudaMemcpyAsync((void*)d_counts, counts, sizeof(counts), cudaMemcpyHostToDevice, ws->copy));
-        CUDA_OK(cudaStreamSynchronize(ws->copy));
     }
 
     event_t ev_b, ev_c;
@@ -589,13 +728,15 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, const cuzk_srs* srs
     NTT::Base_dev_ptr(gpu[0], d_a, in->lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
     trace(gpu, "coset intt");
     gpu.sync();
-    // Upload + NTT/H wall on the host; the upload's own time from its events.
+    // Every upload into the buffer (the lists too) is done before the MSMs read them.
+    CUDA_OK(cudaEventSynchronize(st->t1));
     double wall = ms_since(t);
     float up = 0;
-    CUDA_OK(cudaEventSynchronize(ws->t1));
-    CUDA_OK(cudaEventElapsedTime(&up, ws->t0, ws->t1));
+    CUDA_OK(cudaEventElapsedTime(&up, st->t0, st->t1));
     out->ms[0] = up;
-    out->ms[1] = wall > up ? wall - up : 0;
+    // Inline, the upload ran inside this wall; staged, it ran before it.
+    out->ms[1] = staged ? wall : (wall > up ? wall - up : 0);
+    out->ms[7] = waited;
 
     // H: the first N-1 coefficients, already on the device, Montgomery form.
     auto msm_h = [&] {
@@ -644,24 +785,24 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, const cuzk_srs* srs
     } join_h{h_thread};
 
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], d_counts + 0, d_rest[0], in->rest_s[0], in->nrest[0], out->l);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], d_counts + 0, d_rest[0], d_rest_s[0], in->nrest[0], out->l);
     else run_msm(gpu, srs ? srs->l.get() : nullptr, srs ? srs->pl : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
     trace(gpu, "msm l");
     out->ms[3] = ms_since(t);
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], d_counts + 1, d_rest[1], in->rest_s[1], in->nrest[1], out->a);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], d_counts + 1, d_rest[1], d_rest_s[1], in->nrest[1], out->a);
     else run_msm(gpu, srs ? srs->a.get() : nullptr, srs ? srs->pa : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
     trace(gpu, "msm a");
     out->ms[4] = ms_since(t);
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b1);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b1);
     else run_msm(gpu, srs ? srs->b1.get() : nullptr, srs ? srs->pb1 : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
     out->ms[5] = ms_since(t);
     out->ms[6] = 0;
     out->b2.inf();
     if (in->with_b2) {
         t = std::chrono::steady_clock::now();
-        if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], in->rest_s[2], in->nrest[2], out->b2);
+        if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b2);
         else run_msm(gpu, srs ? srs->b2.get() : nullptr, srs ? srs->pb2 : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);
         out->ms[6] = ms_since(t);
     }
@@ -705,18 +846,18 @@ extern "C" RustError cuzk_warmup(size_t dev)
     CUZK_CATCH
 }
 
-extern "C" RustError cuzk_execute(cuzk_ws* ws, const cuzk_srs* srs,
-                                  const cuzk_inputs* in, cuzk_outputs* out)
+extern "C" RustError cuzk_execute(cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* srs,
+                                  const cuzk_inputs* in, bool staged, cuzk_outputs* out)
 {
     CUZK_TRY
     const gpu_t& gpu = select_gpu(ws->dev);
     try {
-        execute_partition(gpu, ws, srs, in, out);
+        execute_partition(gpu, ws, st, srs, in, staged, out);
     } catch (...) {
         // Leave nothing queued: the copy stream does not wait for the kernels, so
-        // the next partition's upload could race a failed one's NTT, and the caller
-        // frees or reuses the host buffers these copies read.
-        (void)cudaStreamSynchronize(ws->copy);
+        // the next upload into this buffer could race a failed one's NTT, and the
+        // caller frees or reuses the host buffers these copies read.
+        (void)cudaStreamSynchronize(st->copy);
         try { gpu.sync(); } catch (...) {}
         throw;
     }

@@ -37,6 +37,10 @@ impl HostPartition {
 /// backend, the host buffers themselves).
 #[derive(Debug)]
 pub struct UploadedPartition {
+    /// The device staging buffer it was uploaded into ahead of `execute`
+    /// ([`Backend::stage`]). First field, so that it is dropped first: dropping it
+    /// waits for the copies that still read `host` and `pinned`.
+    pub(crate) staged: Option<crate::cuda::Lease>,
     pub(crate) backend: &'static str,
     pub(crate) host: HostPartition,
     /// The CUDA backend's pinned copy of a, b, c and the dense scalar vectors
@@ -54,6 +58,11 @@ impl UploadedPartition {
     /// which is bounded apart from the host budget).
     pub fn heap_bytes(&self) -> u64 {
         self.host.heap_bytes()
+    }
+
+    /// Whether it sits in a device staging buffer ([`Backend::stage`]).
+    pub fn is_staged(&self) -> bool {
+        self.staged.is_some()
     }
 }
 
@@ -95,6 +104,20 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     /// Backend-specific (for CUDA: allocation or copy failures).
     fn upload(&self, host: HostPartition) -> Result<UploadedPartition, GpuError>;
+
+    /// Starts the partition's transfer to a device ahead of [`Backend::execute`] (the
+    /// CUDA backend: into a staging buffer in device memory, on that buffer's copy
+    /// stream, so that it crosses PCIe while the device computes the partition
+    /// before it). With `wait`, waits while every staging buffer holds a partition
+    /// not yet executed: the double buffer's backpressure. Urgent work passes
+    /// `false` and never waits behind bulk partitions.
+    ///
+    /// Returns whether it staged the partition. Never fails it: a partition that
+    /// could not be staged (no buffer free, no room for one, a failed copy) is
+    /// uploaded by `execute` itself, as without staging. The default stages nothing.
+    fn stage(&self, _uploaded: &mut UploadedPartition, _wait: bool) -> bool {
+        false
+    }
 
     /// Computes H by NTT and runs the MSMs against `srs`; B_G2 only if `with_b_g2`.
     ///
@@ -150,7 +173,7 @@ pub struct DeviceStats {
     /// Device memory the backend may reserve: free memory when it started, minus
     /// `vram_margin` (left to MSM temporaries and other processes).
     pub vram_budget: u64,
-    /// Reserved now: the a/b/c workspace and resident parameter sets.
+    /// Reserved now: the workspace, the staging buffers and resident parameter sets.
     pub vram_reserved: u64,
     /// Parameter sets resident on the device.
     pub resident_sets: usize,

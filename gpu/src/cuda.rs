@@ -36,12 +36,21 @@ pub struct DeviceInfo {
     pub free_mem: u64,
 }
 
-/// Device bytes the CUDA backend allocates for a partition of domain 2^lg, beside
-/// any resident parameters: a, b, c, the bit-split index lists (3 << lg u32), the
-/// gathered rest points (2^lg / 8 G2 points) and the partial sums (under 1 MiB).
-/// 17.7 GB at 2^27.
+/// Device bytes the CUDA backend needs to run a partition of domain 2^lg, beside
+/// any resident parameters: one staging buffer ([`device_staging_bytes`]) and the
+/// device's workspace (the gathered rest points of split MSMs, 2^lg / 8 G2 points,
+/// and the bit sums' partial sums, under 1 MiB). 19.3 GB at 2^27.
 pub fn device_workspace_bytes(lg: u32) -> u64 {
-    ((3 * 32u64 + 3 * 4 + 192 / 8) << lg) + (1 << 20)
+    ((192 / 8) << lg) + (1 << 20) + device_staging_bytes(lg)
+}
+
+/// One staging buffer of domain 2^lg: a, b, c, the bit-split index lists
+/// (3 << lg u32 and their counts) and the split rest scalars ((2^lg / 8) × 3).
+/// 16.1 GB at 2^27. With `backend.device_buffers = 2` (the default) a device holds
+/// two when its VRAM budget has room, so that one partition uploads while another
+/// computes.
+pub fn device_staging_bytes(lg: u32) -> u64 {
+    ((3 * 32u64 + 3 * 4 + 3 * 32 / 8) << lg) + 16
 }
 
 /// Device bytes of a parameter set's points when resident (everything but the
@@ -62,11 +71,20 @@ pub struct CudaOptions {
     /// Bound of the pool of pinned host buffers partitions are uploaded from; 0 =
     /// upload from pageable memory.
     pub pinned_memory: u64,
+    /// Staging buffers per device (at least 1): 2 uploads the next partition while
+    /// one computes, when the VRAM budget has room for the second.
+    pub device_buffers: usize,
 }
 
 impl Default for CudaOptions {
     fn default() -> Self {
-        CudaOptions { devices: Vec::new(), srs_resident: true, vram_margin: 4 << 30, pinned_memory: 16 << 30 }
+        CudaOptions {
+            devices: Vec::new(),
+            srs_resident: true,
+            vram_margin: 4 << 30,
+            pinned_memory: 16 << 30,
+            device_buffers: 2,
+        }
     }
 }
 
@@ -115,6 +133,15 @@ mod imp {
 
     /// Whether this build has CUDA code.
     pub const COMPILED: bool = false;
+
+    /// A staging buffer held for an uploaded partition (never made without CUDA).
+    pub struct Lease(std::convert::Infallible);
+
+    impl std::fmt::Debug for Lease {
+        fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self.0 {}
+        }
+    }
 }
 
 #[cfg(cuzk_cuda)]
@@ -138,12 +165,16 @@ mod imp {
         ffi::{self, cuda},
         health::{failover, take_injected_fault, Devices},
         pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedPool, PinnedStats},
+        staging::Staging,
         Backend, DeviceStats, ErrorClass, Evals, HostPartition, InjectedFault, MsmResults, MsmScalars, ScalarBytes,
         SplitScalars, UploadedPartition,
     };
 
     /// Whether this build has CUDA code.
     pub const COMPILED: bool = true;
+
+    /// A partition's staging buffer ([`Backend::stage`]).
+    pub type Lease = crate::staging::Lease<cuda::Stage>;
 
     struct Resident {
         key: Weak<Vec<G1Affine>>,
@@ -159,15 +190,16 @@ mod imp {
     }
 
     impl DeviceState {
-        /// Device bytes held: the a/b/c workspace and the resident sets.
+        /// Device bytes held here: the workspace and the resident sets (the staging
+        /// buffers are counted by `Staging`).
         fn reserved(&self) -> u64 {
             self.ws.as_ref().map_or(0, |w| ws_bytes(w.lg)) + self.resident.iter().map(|r| r.bytes).sum::<u64>()
         }
     }
 
-    /// The workspace of a 2^lg domain ([`super::device_workspace_bytes`]).
+    /// The workspace of a 2^lg domain without its staging buffer.
     fn ws_bytes(lg: u32) -> u64 {
-        super::device_workspace_bytes(lg)
+        super::device_workspace_bytes(lg) - super::device_staging_bytes(lg)
     }
 
     #[derive(Default)]
@@ -205,6 +237,8 @@ mod imp {
         slots: Devices<DeviceState>,
         opts: CudaOptions,
         pinned: Arc<PinnedPool>,
+        /// Every device's staging buffers (`staging.rs`).
+        staging: Arc<Staging<cuda::Stage>>,
         /// Test hook: executions still to fail as out of memory.
         inject_oom: AtomicU32,
         /// Charges the CPU failover's host buffers to the host budget
@@ -238,9 +272,33 @@ mod imp {
         with_b_g2: bool,
     }
 
+    impl<'a> Arrays<'a> {
+        /// An uploaded partition's arrays: from pinned memory where the array is
+        /// there, else from the host arrays.
+        fn of(p: &'a HostPartition, pin: Option<&'a PinnedPartition>, with_b_g2: bool) -> Self {
+            let pinned = |i: usize| pin.and_then(|pp| pp.part(i));
+            let mut arrays =
+                Arrays { ptrs: [std::ptr::null(); 6], counts: [0; 6], lg: p.domain_log2, split: [None; 3], with_b_g2 };
+            for (i, s) in p.abc.abc().into_iter().enumerate() {
+                (arrays.ptrs[i], arrays.counts[i]) = pinned(i).unwrap_or((s.as_ptr().cast(), s.len()));
+            }
+            for (k, s) in [&p.l_scalars, &p.a_scalars, &p.b_scalars].into_iter().enumerate() {
+                (arrays.ptrs[3 + k], arrays.counts[3 + k]) = match s {
+                    MsmScalars::Split(sp) => {
+                        arrays.split[k] = Some(sp);
+                        (std::ptr::null(), sp.len)
+                    }
+                    MsmScalars::Dense(v) => pinned(3 + k).unwrap_or((v.as_ptr().cast(), v.len())),
+                };
+            }
+            arrays
+        }
+    }
+
     impl Arrays<'_> {
         /// The device split applies: all three vectors split, their lists within the
-        /// workspace's index space (3 x 2^lg entries) and gather buffer (2^lg / 8).
+        /// staging buffer's index space (3 x 2^lg entries) and the gather buffer
+        /// (2^lg / 8).
         fn device_split(&self) -> Option<[&SplitScalars; 3]> {
             let [Some(l), Some(a), Some(b)] = self.split else { return None };
             let cap = (1usize << self.lg) / 8;
@@ -251,6 +309,47 @@ mod imp {
 
     fn cuda_err(op: &'static str, dev: usize) -> impl Fn((i32, String)) -> GpuError {
         move |(code, msg)| GpuError::Cuda { op, device: dev, code, msg, out_of_memory: code.abs() == 2 }
+    }
+
+    /// The C side's view of a partition: `ptrs` (the arrays', or with split vectors
+    /// rebuilt dense), the bit-split lists when `split`, and the parameter points
+    /// when streamed from `srs` (`None` for an upload, which reads none of them).
+    fn inputs(arr: &Arrays, ptrs: [*const u8; 6], split: Option<[&SplitScalars; 3]>, srs: Option<&ProvingKey>) -> cuda::Inputs {
+        let counts = arr.counts;
+        let lg = arr.lg;
+        let mut inputs = cuda::Inputs {
+            a: ptrs[0].cast(),
+            b: ptrs[1].cast(),
+            c: ptrs[2].cast(),
+            n: counts[0],
+            lg,
+            z_inv: z_inv(lg),
+            l_s: ptrs[3].cast(),
+            nl: counts[3],
+            a_s: ptrs[4].cast(),
+            na: counts[4],
+            b_s: ptrs[5].cast(),
+            nb: counts[5],
+            with_b2: arr.with_b_g2,
+            ones: [std::ptr::null(); 3],
+            nones: [0; 3],
+            rest_idx: [std::ptr::null(); 3],
+            rest_s: [std::ptr::null(); 3],
+            nrest: [0; 3],
+            h_pts: srs.map_or(std::ptr::null(), |s| s.h.as_ptr()),
+            l_pts: srs.map_or(std::ptr::null(), |s| s.l.as_ptr()),
+            a_pts: srs.map_or(std::ptr::null(), |s| s.a.as_ptr()),
+            b1_pts: srs.map_or(std::ptr::null(), |s| s.b_g1.as_ptr()),
+            b2_pts: srs.map_or(std::ptr::null(), |s| s.b_g2.as_ptr()),
+        };
+        if let Some(l) = split {
+            inputs.ones = [0, 1, 2].map(|k| l[k].ones.as_ptr());
+            inputs.nones = [0, 1, 2].map(|k| l[k].ones.len());
+            inputs.rest_idx = [0, 1, 2].map(|k| l[k].rest_idx.as_ptr());
+            inputs.rest_s = [0, 1, 2].map(|k| l[k].rest.as_ptr());
+            inputs.nrest = [0, 1, 2].map(|k| l[k].rest.len());
+        }
+        inputs
     }
 
     impl CudaBackend {
@@ -318,6 +417,7 @@ mod imp {
                 })
                 .ok();
             Ok(CudaBackend {
+                staging: Staging::new(devices.len(), opts.device_buffers),
                 slots: Devices::new(devices.iter().map(|_| DeviceState::default())),
                 devices,
                 opts,
@@ -367,18 +467,30 @@ mod imp {
             let device = &self.devices[dev];
             let d = &device.info;
             let lg = srs.domain_size().trailing_zeros();
-            let ws_to_come = if prefetch && st.ws.as_ref().is_none_or(|w| w.lg < lg) { ws_bytes(lg) } else { 0 };
             loop {
+                let staged = self.staging.bytes(dev);
+                let ws_to_come = if !prefetch {
+                    0
+                } else {
+                    let ws = if st.ws.as_ref().is_none_or(|w| w.lg < lg) { ws_bytes(lg) } else { 0 };
+                    let buffer = super::device_staging_bytes(lg);
+                    ws + if staged < buffer { buffer } else { 0 }
+                };
                 // Within this device's budget, and within what the driver says is
                 // free now (other processes share the device).
                 let free = cuda::info(d.index).map(|i| i.free_mem as u64).unwrap_or(0);
-                if st.reserved() + need + ws_to_come <= device.budget
+                if st.reserved() + staged + need + ws_to_come <= device.budget
                     && free >= need + ws_to_come + self.opts.vram_margin
                 {
                     break;
                 }
                 if prefetch {
                     return None;
+                }
+                // A second staging buffer yields to resident parameters: streaming
+                // the points costs far more than uploading in line.
+                if self.staging.trim(dev, 1) > 0 {
+                    continue;
                 }
                 // Evict the least recently used set, if any, and look again.
                 let Some(lru) = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map(|(i, _)| i) else {
@@ -427,9 +539,10 @@ mod imp {
         fn upload(&self, host: HostPartition) -> Result<UploadedPartition, GpuError> {
             // a, b, c that synthesis wrote into a buffer from our pool stay there.
             // The rest (a, b, c otherwise, and the dense scalar vectors) is copied
-            // into pinned memory here, on the CPU, so that the uploads inside
-            // `execute` run at full PCIe bandwidth, and the pageable arrays are freed
-            // at once. Split lists are a few MB and are uploaded from where they are.
+            // into pinned memory here, on the CPU, so that the transfers to the
+            // device (`stage`, or `execute` for a partition not staged) run at full
+            // PCIe bandwidth, and the pageable arrays are freed at once. Split lists
+            // are a few MB and are uploaded from where they are.
             let HostPartition { abc, domain_log2, l_scalars, a_scalars, b_scalars } = host;
             let (lent, abc) = match abc {
                 Evals::Lent(b) if b.as_any().is::<PinnedEvals>() => {
@@ -475,7 +588,7 @@ mod imp {
                 (None, Some(lent)) => Some(PinnedPartition::lent(lent)),
                 (None, None) => None,
             };
-            Ok(UploadedPartition { backend: self.name(), host, pinned })
+            Ok(UploadedPartition { staged: None, backend: self.name(), host, pinned })
         }
 
         fn prefetch(&self, srs: &ProvingKey) {
@@ -505,36 +618,53 @@ mod imp {
             if uploaded.backend != self.name() {
                 return Err(GpuError::WrongBackend { uploaded: uploaded.backend, executing: self.name() });
             }
-            let (p, pin) = (uploaded.host, uploaded.pinned);
-            // From pinned memory where the array is there, else from the host arrays.
-            let pinned = |i: usize| pin.as_ref().and_then(|pp| pp.part(i));
-            let mut arrays =
-                Arrays { ptrs: [std::ptr::null(); 6], counts: [0; 6], lg: p.domain_log2, split: [None; 3], with_b_g2 };
-            for (i, s) in p.abc.abc().into_iter().enumerate() {
-                (arrays.ptrs[i], arrays.counts[i]) = pinned(i).unwrap_or((s.as_ptr().cast(), s.len()));
-            }
-            for (k, s) in [&p.l_scalars, &p.a_scalars, &p.b_scalars].into_iter().enumerate() {
-                (arrays.ptrs[3 + k], arrays.counts[3 + k]) = match s {
-                    MsmScalars::Split(sp) => {
-                        arrays.split[k] = Some(sp);
-                        (std::ptr::null(), sp.len)
-                    }
-                    MsmScalars::Dense(v) => pinned(3 + k).unwrap_or((v.as_ptr().cast(), v.len())),
-                };
-            }
+            let (p, pin) = (&uploaded.host, uploaded.pinned.as_ref());
+            let arrays = Arrays::of(p, pin, with_b_g2);
             check_counts(arrays.counts, p.domain_log2, srs)?;
             check_split([&p.l_scalars, &p.a_scalars, &p.b_scalars])?;
+            let lease = uploaded.staged.as_ref();
             // A fault injected on this thread hits the first attempt only.
             let mut fault = take_injected_fault();
-            let result = failover(
+            // On the device the partition was staged on, unless another is free now.
+            failover(
                 &self.slots,
-                |dev, st| self.attempt(dev, st, &arrays, srs, fault.take()),
+                lease.map(|l| l.device),
+                |dev, st| self.attempt(dev, st, &arrays, lease, srs, fault.take()),
                 |dev, e| self.is_sticky(dev, e),
                 |dev, st, e| self.retired(dev, st, e),
-                || self.on_cpu(&p, pin.as_ref(), srs, with_b_g2),
-            );
-            drop(pin);
-            result
+                || self.on_cpu(p, pin, srs, with_b_g2),
+            )
+            // `uploaded` is dropped here: its lease first (waiting for copies still
+            // in flight if it never ran), then its host and pinned memory.
+        }
+
+        fn stage(&self, uploaded: &mut UploadedPartition, wait: bool) -> bool {
+            if uploaded.backend != self.name() || uploaded.staged.is_some() {
+                return false;
+            }
+            let arrays = Arrays::of(&uploaded.host, uploaded.pinned.as_ref(), true);
+            let lg = arrays.lg;
+            let fits = |dev: usize, after: u64, need: u64| {
+                let device = &self.devices[dev];
+                let free = cuda::info(device.info.index).map(|i| i.free_mem as u64).unwrap_or(0);
+                device.counters.reserved.load(Ordering::Relaxed) + after <= device.budget
+                    && free >= need + self.opts.vram_margin
+            };
+            let healthy = |dev: usize| self.slots.health(dev) == crate::DeviceHealth::Healthy;
+            let Some(u) = self.staging.acquire(lg, healthy, fits, wait) else { return false };
+            // The lists go up whenever the device split could use them; whether it
+            // does is known at execution (it needs resident points).
+            let inputs = inputs(&arrays, arrays.ptrs, arrays.device_split(), None);
+            // SAFETY: the arrays belong to `uploaded`, which owns them until its lease
+            // (made below) is dropped or its execution from this buffer ends; a lease
+            // is dropped before them (field order) and waits for the copies. The
+            // buffer is this caller's alone while it is Uploading.
+            let queued = unsafe { u.stage.upload(&inputs) };
+            if let Err((code, msg)) = &queued {
+                warn!(device = u.device, code, error = %msg, "staging upload failed; the partition uploads when it runs");
+            }
+            uploaded.staged = self.staging.uploaded(u, queued.is_ok());
+            uploaded.staged.is_some()
         }
 
         fn ntt_on_host(&self) -> bool {
@@ -555,7 +685,7 @@ mod imp {
                     DeviceStats {
                         device: i,
                         vram_budget: d.budget,
-                        vram_reserved: c.reserved.load(Ordering::Relaxed),
+                        vram_reserved: c.reserved.load(Ordering::Relaxed) + self.staging.bytes(i),
                         resident_sets: c.resident_sets.load(Ordering::Relaxed),
                         cuda_errors: c.errors.load(Ordering::Relaxed),
                         oom_errors: c.oom.load(Ordering::Relaxed),
@@ -579,28 +709,30 @@ mod imp {
             dev: usize,
             st: &mut DeviceState,
             arrays: &Arrays,
+            lease: Option<&Lease>,
             srs: &ProvingKey,
             fault: Option<InjectedFault>,
         ) -> Result<MsmResults, GpuError> {
             let device = &self.devices[dev];
             let c = &device.counters;
-            let first = self.run(dev, st, arrays, srs, self.opts.srs_resident, fault);
+            let first = self.run(dev, st, arrays, lease, srs, self.opts.srs_resident, fault);
             let result = match first {
                 Err(GpuError::Cuda { op, code, msg, out_of_memory: true, .. }) => {
-                    // Free what this device caches (resident parameters, the a/b/c
-                    // workspace) and try once more, streaming the parameters: the
-                    // smallest footprint this partition can have.
+                    // Free what this device caches (resident parameters, the
+                    // workspace, free staging buffers) and try once more, streaming
+                    // the parameters and uploading in line: the smallest footprint
+                    // this partition can have.
                     c.errors.fetch_add(1, Ordering::Relaxed);
                     c.oom.fetch_add(1, Ordering::Relaxed);
                     c.retries.fetch_add(1, Ordering::Relaxed);
-                    let freed = st.reserved();
+                    let freed = st.reserved() + self.staging.trim(dev, 0);
                     st.resident.clear();
                     st.ws = None;
                     // And what the driver's pool keeps of earlier MSMs' temporaries.
                     let _ = cuda::trim(device.info.index);
                     device.publish(st);
                     warn!(device = dev, op, code, error = %msg, freed, "out of device memory; freed cached memory, retrying once");
-                    match self.run(dev, st, arrays, srs, false, None) {
+                    match self.run(dev, st, arrays, None, srs, false, None) {
                         Ok(r) => {
                             c.recovered.fetch_add(1, Ordering::Relaxed);
                             Ok(r)
@@ -702,12 +834,16 @@ mod imp {
             CpuBackend.execute(CpuBackend.upload(host)?, srs, with_b_g2)
         }
 
-        /// One attempt at a partition on device `dev` (its state locked by the caller).
+        /// One attempt at a partition on device `dev` (its state locked by the
+        /// caller): from its staging buffer when `lease` holds it there, else
+        /// uploaded now into one.
+        #[allow(clippy::too_many_arguments)]
         fn run(
             &self,
             dev: usize,
             st: &mut DeviceState,
             arr: &Arrays,
+            lease: Option<&Lease>,
             srs: &ProvingKey,
             allow_resident: bool,
             fault: Option<InjectedFault>,
@@ -739,16 +875,17 @@ mod imp {
                 None => {}
             }
             let lg = arr.lg;
+            // Never fits: fail before giving up what is cached.
+            let one = super::device_workspace_bytes(lg);
+            if one > device.budget {
+                return Err(GpuError::VramBudget { device: dev, need: one, budget: device.budget });
+            }
             if st.ws.as_ref().is_none_or(|w| w.lg < lg) {
                 let need = ws_bytes(lg);
-                if need > device.budget {
-                    // Never fits: fail before giving up what is cached.
-                    return Err(GpuError::VramBudget { device: dev, need, budget: device.budget });
-                }
                 st.ws = None; // free the smaller one first
-                              // The workspace is required; resident parameters are not: evict them
-                              // (least recently used first) until the workspace fits the budget.
-                while st.reserved() + need > device.budget && !st.resident.is_empty() {
+                // The workspace is required; resident parameters are not: evict them
+                // (least recently used first) until the workspace fits the budget.
+                while st.reserved() + self.staging.bytes(dev) + need > device.budget && !st.resident.is_empty() {
                     let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
                     let r = st.resident.swap_remove(lru);
                     info!(device = dev, bytes = r.bytes, "evicting resident parameters for the workspace");
@@ -756,6 +893,29 @@ mod imp {
                 st.ws = Some(cuda::Workspace::new(index, lg).map_err(cuda_err("allocate workspace", dev))?);
                 device.publish(st);
             }
+            // The buffer to run from. Room for a new one comes from the budget beside
+            // the workspace and resident sets; a required one may evict resident
+            // sets, least recently used first.
+            let margin = self.opts.vram_margin;
+            let buffer = self.staging.for_execution(dev, lg, lease, |after, need, may_evict| loop {
+                let free = cuda::info(index).map(|i| i.free_mem as u64).unwrap_or(0);
+                if st.reserved() + after <= device.budget && free >= need + margin {
+                    return true;
+                }
+                if !may_evict || st.resident.is_empty() {
+                    return may_evict && st.reserved() + after <= device.budget;
+                }
+                let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
+                let r = st.resident.swap_remove(lru);
+                info!(device = dev, bytes = r.bytes, "evicting resident parameters for a staging buffer");
+            });
+            device.publish(st);
+            let buffer = buffer.map_err(|(need, e)| match e {
+                Some(e) => cuda_err("allocate staging buffer", dev)(e),
+                None => GpuError::VramBudget { device: dev, need, budget: device.budget },
+            })?;
+            // After the buffer, which is required: making the set resident never
+            // takes it away (only free buffers yield to parameters).
             let resident = if allow_resident { self.ensure_resident(dev, st, srs) } else { None };
             // The device split needs resident points (the sums and gathers address
             // them); otherwise split vectors are rebuilt in full for the plain MSMs.
@@ -770,50 +930,33 @@ mod imp {
                     }
                 }
             }
-            let counts = arr.counts;
-            let mut inputs = cuda::Inputs {
-                a: ptrs[0].cast(),
-                b: ptrs[1].cast(),
-                c: ptrs[2].cast(),
-                n: counts[0],
-                lg,
-                z_inv: z_inv(lg),
-                l_s: ptrs[3].cast(),
-                nl: counts[3],
-                a_s: ptrs[4].cast(),
-                na: counts[4],
-                b_s: ptrs[5].cast(),
-                nb: counts[5],
-                with_b2: arr.with_b_g2,
-                ones: [std::ptr::null(); 3],
-                nones: [0; 3],
-                rest_idx: [std::ptr::null(); 3],
-                rest_s: [std::ptr::null(); 3],
-                nrest: [0; 3],
-                h_pts: srs.h.as_ptr(),
-                l_pts: srs.l.as_ptr(),
-                a_pts: srs.a.as_ptr(),
-                b1_pts: srs.b_g1.as_ptr(),
-                b2_pts: srs.b_g2.as_ptr(),
-            };
-            if let Some(l) = split {
-                inputs.ones = [0, 1, 2].map(|k| l[k].ones.as_ptr());
-                inputs.nones = [0, 1, 2].map(|k| l[k].ones.len());
-                inputs.rest_idx = [0, 1, 2].map(|k| l[k].rest_idx.as_ptr());
-                inputs.rest_s = [0, 1, 2].map(|k| l[k].rest.as_ptr());
-                inputs.nrest = [0, 1, 2].map(|k| l[k].rest.len());
+            let inputs = inputs(arr, ptrs, split, Some(srs));
+            if !buffer.staged {
+                // SAFETY: the arrays outlive this call, and the execution below (or
+                // the C side's error path) waits for every copy before it returns;
+                // the buffer is this caller's alone while it is executing.
+                unsafe { buffer.stage.upload(&inputs) }.map_err(cuda_err("upload", dev))?;
             }
             let DeviceState { ws, resident: res, .. } = st;
             let ws = ws.as_mut().expect("workspace allocated above");
-            let out = ws.execute(resident.map(|i| &res[i].srs), &inputs).map_err(cuda_err("execute", dev))?;
-            let mut timings = vec![
-                ("h2d_abc", ms(out.ms[0])),
+            let out = ws
+                .execute(&buffer.stage, resident.map(|i| &res[i].srs), &inputs, buffer.staged)
+                .map_err(cuda_err("execute", dev))?;
+            drop(rebuilt);
+            let mut timings = if buffer.staged {
+                // Uploaded by StagePcie beside the previous partition's kernels;
+                // what this partition still waited for it is `h2d_wait`.
+                vec![("h2d_staged", ms(out.ms[0])), ("h2d_wait", ms(out.ms[7]))]
+            } else {
+                vec![("h2d_abc", ms(out.ms[0]))]
+            };
+            timings.extend([
                 ("ntt_h", ms(out.ms[1])),
                 ("msm_h", ms(out.ms[2])),
                 ("msm_l", ms(out.ms[3])),
                 ("msm_a", ms(out.ms[4])),
                 ("msm_b_g1", ms(out.ms[5])),
-            ];
+            ]);
             if arr.with_b_g2 {
                 timings.push(("msm_b_g2", ms(out.ms[6])));
             }
@@ -831,3 +974,4 @@ mod imp {
 }
 
 pub use imp::{CudaBackend, COMPILED};
+pub(crate) use imp::Lease;

@@ -88,6 +88,11 @@ pub(crate) mod cuda {
         _opaque: [u8; 0],
     }
 
+    #[repr(C)]
+    pub struct StageBuf {
+        _opaque: [u8; 0],
+    }
+
     /// Mirrors `cuzk_inputs`. Scalars: `Scalar` is `#[repr(transparent)]` over
     /// blst_fr, the same bytes as sppark's host `fr_t` (Montgomery form).
     #[repr(C)]
@@ -150,7 +155,18 @@ pub(crate) mod cuda {
         pub fn cuzk_srs_free(s: *mut Srs);
         pub fn cuzk_ws_new(dev: usize, lg: u32, out: *mut *mut Ws) -> sppark::Error;
         pub fn cuzk_ws_free(w: *mut Ws);
-        pub fn cuzk_execute(ws: *mut Ws, srs: *const Srs, inputs: *const Inputs, out: *mut Outputs) -> sppark::Error;
+        pub fn cuzk_stage_new(dev: usize, lg: u32, out: *mut *mut StageBuf) -> sppark::Error;
+        pub fn cuzk_stage_free(s: *mut StageBuf);
+        pub fn cuzk_stage_sync(s: *mut StageBuf) -> sppark::Error;
+        pub fn cuzk_stage_upload(s: *mut StageBuf, inputs: *const Inputs) -> sppark::Error;
+        pub fn cuzk_execute(
+            ws: *mut Ws,
+            stage: *mut StageBuf,
+            srs: *const Srs,
+            inputs: *const Inputs,
+            staged: bool,
+            out: *mut Outputs,
+        ) -> sppark::Error;
         pub fn cuzk_host_alloc(dev: usize, bytes: usize, out: *mut *mut u8) -> sppark::Error;
         pub fn cuzk_host_free(p: *mut u8);
         pub fn cuzk_warmup(dev: usize) -> sppark::Error;
@@ -263,7 +279,8 @@ pub(crate) mod cuda {
         }
     }
 
-    /// Device buffers for a, b, c; freed on drop.
+    /// What a device needs beside a partition's staged inputs (the bit sums' partial
+    /// sums, the gather buffer of split MSMs); freed on drop.
     pub struct Workspace {
         ptr: *mut Ws,
         pub lg: u32,
@@ -279,15 +296,24 @@ pub(crate) mod cuda {
             Ok(Workspace { ptr, lg })
         }
 
-        /// Runs one partition.
-        pub fn execute(&mut self, srs: Option<&ResidentSrs>, inputs: &Inputs) -> Result<Outputs, (i32, String)> {
+        /// Runs one partition whose inputs are in `stage` (uploaded ahead when
+        /// `staged`, else just before by [`Stage::upload`]).
+        pub fn execute(
+            &mut self,
+            stage: &Stage,
+            srs: Option<&ResidentSrs>,
+            inputs: &Inputs,
+            staged: bool,
+        ) -> Result<Outputs, (i32, String)> {
             // SAFETY: Outputs is plain data; zero is a valid bit pattern for it.
             let mut out: Outputs = unsafe { std::mem::zeroed() };
             let srs = srs.map_or(std::ptr::null(), |s| s.ptr());
             // SAFETY: every pointer in `inputs` is valid for its length for the whole
-            // call (the caller borrows the vectors across it); the workspace and the
-            // resident SRS belong to the same device and are used under its lock.
-            check(unsafe { cuzk_execute(self.ptr, srs, inputs, &mut out) })?;
+            // call (the caller borrows the vectors across it); the workspace, the
+            // staging buffer and the resident SRS belong to the same device (checked
+            // on the C side for the buffer) and are used under its lock, the buffer
+            // by this caller alone (its slot is marked executing).
+            check(unsafe { cuzk_execute(self.ptr, stage.ptr, srs, inputs, staged, &mut out) })?;
             Ok(out)
         }
     }
@@ -296,6 +322,56 @@ pub(crate) mod cuda {
         fn drop(&mut self) {
             // SAFETY: created by cuzk_ws_new, freed once.
             unsafe { cuzk_ws_free(self.ptr) }
+        }
+    }
+
+    /// A staging buffer on a device: one partition's a, b, c, bit-split lists and
+    /// rest scalars, and its copy stream; freed on drop (after its copies finish).
+    pub struct Stage {
+        ptr: *mut StageBuf,
+        pub lg: u32,
+    }
+    // SAFETY: the C side keeps no thread affinity (it selects the device on every
+    // call); the backend's slot states give one holder at a time the right to
+    // upload into or execute from a buffer (`Staging` in cuda.rs), and `sync` only
+    // waits on the buffer's own stream.
+    unsafe impl Send for Stage {}
+    // SAFETY: as above.
+    unsafe impl Sync for Stage {}
+
+    impl Stage {
+        pub fn new(dev: usize, lg: u32) -> Result<Self, (i32, String)> {
+            let mut ptr = std::ptr::null_mut();
+            // SAFETY: `ptr` is a valid out-pointer.
+            check(unsafe { cuzk_stage_new(dev, lg, &mut ptr) })?;
+            Ok(Stage { ptr, lg })
+        }
+
+        /// Queues the upload of `inputs`' a, b, c and split lists into this buffer
+        /// and returns without waiting for it.
+        ///
+        /// # Safety
+        /// The host arrays `inputs` points to must stay alive and unchanged until
+        /// [`Stage::sync`] returns or an execution from this buffer has finished, and
+        /// the caller must be the buffer's only user until then.
+        pub unsafe fn upload(&self, inputs: &Inputs) -> Result<(), (i32, String)> {
+            // SAFETY: the caller upholds the contract above; pointers are valid for
+            // their lengths now.
+            check(unsafe { cuzk_stage_upload(self.ptr, inputs) })
+        }
+
+        /// Waits until the last upload into this buffer has finished.
+        pub fn sync(&self) -> Result<(), (i32, String)> {
+            // SAFETY: a live buffer; waiting on its stream touches no host memory.
+            check(unsafe { cuzk_stage_sync(self.ptr) })
+        }
+    }
+
+    impl Drop for Stage {
+        fn drop(&mut self) {
+            // SAFETY: created by cuzk_stage_new, freed once (the C side waits for
+            // its copies first).
+            unsafe { cuzk_stage_free(self.ptr) }
         }
     }
 }

@@ -174,15 +174,19 @@ impl<T> Devices<T> {
         lock(&self.slots[i].state)
     }
 
-    /// A free healthy device, or (all busy) the next healthy one in turn, waited
-    /// for; `None` when every device is retired. Never a retired device: a device
-    /// that fails fast is idle more often than the others, and would otherwise draw
-    /// most of the work.
-    pub(crate) fn acquire(&self) -> Option<(usize, MutexGuard<'_, T>)> {
+    /// A free healthy device (`prefer` first, when it is healthy and free), or (all
+    /// busy) `prefer` or else the next healthy one in turn, waited for; `None` when
+    /// every device is retired. Never a retired device: a device that fails fast is
+    /// idle more often than the others, and would otherwise draw most of the work.
+    pub(crate) fn acquire(&self, prefer: Option<usize>) -> Option<(usize, MutexGuard<'_, T>)> {
         loop {
             let healthy = self.healthy();
             if healthy.is_empty() {
                 return None;
+            }
+            let prefer = prefer.filter(|p| healthy.contains(p));
+            if let Some(g) = prefer.and_then(|p| self.try_lock_healthy(p)) {
+                return Some((prefer.unwrap_or_default(), g));
             }
             let start = self.next.fetch_add(1, Ordering::Relaxed);
             for k in 0..healthy.len() {
@@ -191,7 +195,7 @@ impl<T> Devices<T> {
                     return Some((i, g));
                 }
             }
-            let i = healthy[start % healthy.len()];
+            let i = prefer.unwrap_or(healthy[start % healthy.len()]);
             let g = lock(&self.slots[i].state);
             // Retired while this thread waited for it: pick again.
             if self.health(i) == DeviceHealth::Healthy {
@@ -201,8 +205,9 @@ impl<T> Devices<T> {
     }
 }
 
-/// Runs one partition on the devices: `attempt` on a healthy device (it retries an
-/// out-of-memory failure itself); on an error that `sticky` says poisoned the
+/// Runs one partition on the devices: `attempt` on a healthy device, `prefer` (the
+/// device its inputs were staged on) unless it is busy and another is free; the
+/// attempt retries an out-of-memory failure itself. On an error that `sticky` says poisoned the
 /// device, the device is retired, `retired` cleans up after it (its lock still
 /// held), and the partition runs again on another healthy device, once. With no
 /// healthy device left, or after a second sticky failure, it runs on the CPU
@@ -212,6 +217,7 @@ impl<T> Devices<T> {
 /// makes the kernels fault by itself, and is not handed a third.
 pub(crate) fn failover<T, R>(
     devices: &Devices<T>,
+    prefer: Option<usize>,
     mut attempt: impl FnMut(usize, &mut T) -> Result<R, GpuError>,
     mut sticky: impl FnMut(usize, &GpuError) -> bool,
     mut retired: impl FnMut(usize, &mut T, &GpuError),
@@ -219,7 +225,7 @@ pub(crate) fn failover<T, R>(
 ) -> Result<R, GpuError> {
     const DEVICE_ATTEMPTS: usize = 2;
     for _ in 0..DEVICE_ATTEMPTS {
-        let Some((dev, mut st)) = devices.acquire() else { break };
+        let Some((dev, mut st)) = devices.acquire(prefer) else { break };
         match attempt(dev, &mut *st) {
             Ok(r) => return Ok(r),
             Err(e) if sticky(dev, &e) => {
@@ -312,14 +318,14 @@ mod tests {
         assert_eq!(devs.retired_reason(1), Some("illegal address"));
         // Device 1 is free (it fails fast, so it is idle) but never handed out.
         for _ in 0..12 {
-            let (i, _g) = devs.acquire().unwrap();
+            let (i, _g) = devs.acquire(None).unwrap();
             assert_ne!(i, 1);
         }
         // All healthy ones busy: wait for one of them, never take the idle retired one.
         let g0 = devs.lock(0);
         let g2 = devs.lock(2);
         let d = devs.clone();
-        let waiter = std::thread::spawn(move || d.acquire().map(|(i, _)| i));
+        let waiter = std::thread::spawn(move || d.acquire(None).map(|(i, _)| i));
         std::thread::sleep(Duration::from_millis(50));
         drop((g0, g2));
         let got = waiter.join().unwrap().unwrap();
@@ -339,7 +345,7 @@ mod tests {
         let b2 = b.clone();
         let waiter = std::thread::spawn(move || {
             b2.wait();
-            d.acquire().map(|(i, _)| i)
+            d.acquire(None).map(|(i, _)| i)
         });
         b.wait();
         std::thread::sleep(Duration::from_millis(50));
@@ -355,9 +361,9 @@ mod tests {
     fn no_device_left_is_reported() {
         let devs = Devices::new([(), ()]);
         devs.retire(0, "x".into());
-        assert!(devs.acquire().is_some());
+        assert!(devs.acquire(None).is_some());
         devs.retire(1, "y".into());
-        assert!(devs.acquire().is_none());
+        assert!(devs.acquire(None).is_none());
         assert_eq!(devs.first_healthy(), None);
         let stats = |h: [DeviceHealth; 2]| {
             h.iter()
@@ -370,12 +376,36 @@ mod tests {
         assert!(!no_device_left(&[]), "a backend without devices (CPU) has not lost any");
     }
 
+    #[test]
+    fn acquire_prefers_the_staged_device_unless_another_is_free() {
+        let devs = Arc::new(Devices::new([0u32, 0, 0]));
+        for _ in 0..6 {
+            assert_eq!(devs.acquire(Some(2)).map(|(i, _)| i), Some(2), "free: the preferred one");
+        }
+        let g2 = devs.lock(2);
+        let (other, g) = devs.acquire(Some(2)).unwrap();
+        assert_ne!(other, 2, "busy: a free one instead");
+        drop(g);
+        // All busy: wait for the preferred one, not the next in turn.
+        let (g0, g1) = (devs.lock(0), devs.lock(1));
+        let d = devs.clone();
+        let waiter = std::thread::spawn(move || d.acquire(Some(2)).map(|(i, _)| i));
+        std::thread::sleep(Duration::from_millis(50));
+        drop(g2);
+        assert_eq!(waiter.join().unwrap(), Some(2));
+        drop((g0, g1));
+        // A retired preferred device is passed over.
+        assert!(devs.retire(2, "illegal address".into()));
+        assert_ne!(devs.acquire(Some(2)).map(|(i, _)| i), Some(2));
+    }
+
     /// Simulated devices: `fail[i]` is the error device i returns (None: works).
     /// Returns the result and the devices tried, "cpu" when it ran there.
     fn run(devs: &Devices<u32>, fail: &[Option<i32>]) -> (Result<&'static str, GpuError>, Vec<String>) {
         let mut tried = Vec::new();
         let r = failover(
             devs,
+            None,
             |i, runs| {
                 *runs += 1;
                 tried.push(i.to_string());
@@ -416,7 +446,7 @@ mod tests {
         let (r, tried) = run(&devs, &[Some(719), Some(-700)]);
         assert_eq!(r.unwrap(), "cpu");
         assert_eq!(tried.len(), 2);
-        assert!(devs.acquire().is_none());
+        assert!(devs.acquire(None).is_none());
         let (r, tried) = run(&devs, &[None, None]);
         assert_eq!((r.unwrap(), tried.len()), ("cpu", 0));
     }

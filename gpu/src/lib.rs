@@ -22,6 +22,8 @@ mod ffi;
 mod health;
 pub mod pinned;
 mod split;
+#[cfg(any(cuzk_cuda, test))]
+mod staging;
 
 pub use backend::{Backend, DeviceStats, Evals, HostCharge, HostPartition, MsmResults, OpTimings, UploadedPartition};
 pub use error::GpuError;

@@ -181,6 +181,21 @@ fn cuda_matches_cpu() {
                     assert_eq!(got.split, split && name != "streaming", "device split used: {ctx}");
                     eprintln!("ok {ctx}: {:?}", got.timings);
                 }
+                // Staged ahead into a device buffer (StagePcie's `stage`), then
+                // executed from it; streaming, the staged split lists go unused.
+                for (name, be) in [("staged resident", &gpu), ("staged streaming", &streaming)] {
+                    let mut up = be.upload(host.clone()).unwrap();
+                    assert!(be.stage(&mut up, true), "{name}: a buffer was free");
+                    let got = be.execute(up, &srs, true).unwrap();
+                    let ctx = format!("lg {lg} n {n} {name} witness {witness} split {split}");
+                    assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {ctx}");
+                    assert_eq!(got.l.to_affine(), want.l.to_affine(), "L {ctx}");
+                    assert_eq!(got.a.to_affine(), want.a.to_affine(), "A {ctx}");
+                    assert_eq!(got.b_g1.to_affine(), want.b_g1.to_affine(), "B_G1 {ctx}");
+                    assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 {ctx}");
+                    assert_eq!(got.split, split && name == "staged resident", "device split used: {ctx}");
+                    assert!(got.timings.iter().any(|(op, _)| *op == "h2d_staged"), "ran from the staged buffer: {ctx}");
+                }
                 // a, b, c in a buffer lent from the pool, as pre-compiled synthesis
                 // writes them: uploaded without a copy, the same result.
                 let mut buf = gpu.eval_alloc().expect("the pool lends").alloc(n).expect("room in the pool");
@@ -203,6 +218,67 @@ fn cuda_matches_cpu() {
     assert!(big.lent > 0, "a/b/c buffers were lent");
     assert!(small.allocated <= 64 << 20);
     assert_eq!(pageable.pinned_stats().unwrap().allocated, 0);
+}
+
+/// Several partitions in flight at once, more than the device has staging buffers:
+/// the first two are staged, the rest go on unstaged; run in reverse order, the
+/// unstaged ones take a staged partition's buffer (that one uploads again when it
+/// runs), and one staged partition is dropped without running. Every result equals
+/// the CPU backend's, so no partition ever ran on another one's inputs.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn staged_partitions_in_flight_match_the_cpu() {
+    let Some(gpu) = device0() else { return };
+    let lg = 12;
+    let m = 1usize << lg;
+    let srs = fake_srs(m, m / 2, m / 3, m / 4);
+    let hosts: Vec<HostPartition> = (0..6u64)
+        .map(|i| HostPartition {
+            abc: Evals::heap(scalars(m, 100 * i + 1), scalars(m, 100 * i + 2), scalars(m, 100 * i + 3)),
+            domain_log2: lg,
+            l_scalars: dense(&scalars(m / 2, 100 * i + 4)),
+            a_scalars: dense(&scalars(m / 3, 100 * i + 5)),
+            b_scalars: dense(&scalars(m / 4, 100 * i + 6)),
+        })
+        .collect();
+    let want: Vec<_> =
+        hosts.iter().map(|h| CpuBackend.execute(CpuBackend.upload(h.clone()).unwrap(), &srs, true).unwrap()).collect();
+    // Warm: the workspace, the resident parameters and one buffer exist.
+    gpu.execute(gpu.upload(hosts[5].clone()).unwrap(), &srs, true).unwrap();
+    let mut ups: Vec<_> = hosts[..5]
+        .iter()
+        .map(|h| {
+            let mut u = gpu.upload(h.clone()).unwrap();
+            gpu.stage(&mut u, false);
+            Some(u)
+        })
+        .collect();
+    let staged: Vec<bool> = ups.iter().map(|u| u.as_ref().unwrap().is_staged()).collect();
+    assert_eq!(staged, [true, true, false, false, false], "two buffers per device");
+    let check = |i: usize, got: &cuzk_gpu::MsmResults| {
+        assert_eq!(got.h.to_affine(), want[i].h.to_affine(), "H of partition {i}");
+        assert_eq!(got.l.to_affine(), want[i].l.to_affine(), "L of partition {i}");
+        assert_eq!(got.a.to_affine(), want[i].a.to_affine(), "A of partition {i}");
+        assert_eq!(got.b_g1.to_affine(), want[i].b_g1.to_affine(), "B_G1 of partition {i}");
+        assert_eq!(got.b_g2.unwrap().to_affine(), want[i].b_g2.unwrap().to_affine(), "B_G2 of partition {i}");
+        got.timings.iter().any(|(op, _)| *op == "h2d_staged")
+    };
+    let run = |ups: &mut Vec<Option<cuzk_gpu::UploadedPartition>>, i: usize| {
+        let got = gpu.execute(ups[i].take().unwrap(), &srs, true).unwrap();
+        check(i, &got)
+    };
+    assert!(!run(&mut ups, 4), "unstaged: takes partition 1's buffer");
+    assert!(!run(&mut ups, 3), "unstaged: the buffer partition 4 freed");
+    drop(ups[0].take());
+    assert!(!run(&mut ups, 1), "lost its buffer: uploaded again");
+    assert!(!run(&mut ups, 2));
+    // Staged again, then run from its buffer.
+    let mut u = gpu.upload(hosts[0].clone()).unwrap();
+    assert!(gpu.stage(&mut u, true));
+    assert!(check(0, &gpu.execute(u, &srs, true).unwrap()), "from the staged buffer");
+    let s = gpu.device_stats()[0].clone();
+    assert!(s.vram_reserved <= s.vram_budget, "{s:?}");
+    assert_eq!(gpu.pinned_stats().unwrap().in_use, 0, "every partition returned its pinned buffer");
 }
 
 /// The CUDA backend on device 0. The tests that use it are ignored by default and

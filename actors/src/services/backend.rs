@@ -46,6 +46,9 @@ pub struct BackendConfig {
     /// Bound of the pinned host memory StagePcie stages partitions in (uploads from it
     /// run at full PCIe speed); 0 = stage from pageable memory.
     pub pinned_memory: ByteSize,
+    /// Staging buffers per GPU that StagePcie uploads partitions into (at least 1):
+    /// 2 uploads the next partition while one computes.
+    pub device_buffers: usize,
 }
 
 impl Default for BackendConfig {
@@ -56,6 +59,7 @@ impl Default for BackendConfig {
             srs_resident: true,
             vram_margin: ByteSize(4 << 30),
             pinned_memory: ByteSize(16 << 30),
+            device_buffers: 2,
         }
     }
 }
@@ -102,6 +106,7 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
         srs_resident: cfg.srs_resident,
         vram_margin: cfg.vram_margin.0,
         pinned_memory: cfg.pinned_memory.0,
+        device_buffers: cfg.device_buffers,
     };
     match CudaBackend::new(opts) {
         Ok(b) => {

@@ -1,10 +1,18 @@
-//! StagePcie: hands a prepared partition to the backend's `upload`. On the CUDA
-//! backend that copies a, b, c (unless synthesis already wrote them into a lent
-//! pinned buffer) and the dense scalar vectors into the pinned host pool, so that
-//! ProveGpu's host-to-device transfers run at full PCIe speed; the device copies
-//! themselves are issued by ProveGpu. The partition's host reservation then shrinks
-//! to what is still on the heap, so that the partitions waiting for the device stop
-//! holding budget that synthesis can use. On the CPU backend there is nothing to move.
+//! StagePcie: moves a prepared partition to the accelerator, in two steps.
+//!
+//! 1. The backend's `upload`: on the CUDA backend, a, b, c (unless synthesis already
+//!    wrote them into a lent pinned buffer) and the dense scalar vectors are copied
+//!    into the pinned host pool. The partition's host reservation then shrinks to
+//!    what is still on the heap, so that the partitions waiting for the device stop
+//!    holding budget that synthesis can use.
+//! 2. The backend's `stage`: on the CUDA backend, the transfer to device memory,
+//!    into one of the device's staging buffers on that buffer's copy stream, while
+//!    the device computes the partition before it; ProveGpu's kernels wait for its
+//!    events. Bulk partitions wait here while every buffer holds a partition not yet
+//!    executed (two per device by default: double buffering); urgent ones never
+//!    wait, and when no buffer is free their execution uploads them itself.
+//!
+//! On the CPU backend there is nothing to move.
 
 mod config;
 
@@ -21,6 +29,9 @@ use crate::{
 /// The StagePcie stage.
 pub struct StagePcie {
     pub backend: Arc<dyn Backend>,
+    /// Jobs of at least this priority are urgent (`ingest.priority.express`): their
+    /// partitions never wait for a staging buffer.
+    pub urgent_from: i32,
 }
 
 impl Stage for StagePcie {
@@ -42,6 +53,12 @@ impl Stage for StagePcie {
             if let Some(r) = base.reservation.as_mut() {
                 r.shrink_to(uploaded.heap_bytes());
             }
+        }
+        let mut uploaded = uploaded;
+        let t = Instant::now();
+        if self.backend.stage(&mut uploaded, base.job.priority < self.urgent_from) {
+            // Includes any wait for a free buffer: the double buffer's backpressure.
+            base.trace.add_ops(&[("stage", t.elapsed())]);
         }
         Ok(vec![base.with(UploadedWork { uploaded, b_g2: p.b_g2, public_inputs: p.public_inputs })])
     }
