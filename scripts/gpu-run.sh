@@ -6,6 +6,7 @@
 # every variable. Phases and sizes from the environment (defaults shown):
 #   PHASES  "tests bench"      TEST_LOG2 "10,14,18,20"   BIG_LOG2 "20"   AT_SIZE_LOG2 "20"
 #   BENCH   "20:10 22:10"      (log2:count pairs)        DENSITY "1.0:1.0"
+#   BENCH_VARIANTS "default"   (or e.g. "default buffers1 default buffers1")
 #   BASELINE 1                 (run supraseal beside cuzk)  BATCH 10
 #   PHASES may add "porep" (C1 stream per size in POREP_SIZES="2KiB" (or "2KiB 8MiB"):
 #   POREP_COUNT=20 proofs after POREP_WARMUP=0 untimed ones in the same process (both
@@ -80,10 +81,22 @@ if [[ " $PHASES " == *" bench "* ]]; then
             "$D/cuzk" srs gen --synthetic "$K" --a-density "$AD" --b-density "$BD" --seed 7 --out "$P" > "$OUT/gen-$K.log" 2>&1
             say "srs gen 2^$K: $(( ($(date +%s%N) - t) / 1000000 )) ms rc=$?"
         fi
-        timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$GPUCFG" --log2 "$K" --count "$N" --a-density "$AD" --b-density "$BD" --params "$P" --seed 1 \
-            --trace "$OUT/trace-$K-x$N.json" --plot "$OUT/utilization-$K-x$N.svg" > "$OUT/bench-cuzk-$K-x$N.log" 2>&1
-        say "cuzk 2^$K x$N: $(grep -E '^cuzk' "$OUT/bench-cuzk-$K-x$N.log")"
-        grep -E "^bottleneck" "$OUT/bench-cuzk-$K-x$N.log" | tee -a "$summary"
+        # BENCH_VARIANTS: "default", "buffers1" (one staging buffer per device: upload
+        # and compute in turn), run in the order given, each in its own process.
+        k=0
+        for V in ${BENCH_VARIANTS:-default}; do
+            k=$((k + 1))
+            CFGV="$OUT/bench-$V.toml"
+            case "$V" in
+                buffers1) printf '[backend]\nkind = "gpu"\ndevice_buffers = 1\n' > "$CFGV" ;;
+                *) cp "$GPUCFG" "$CFGV" ;;
+            esac
+            TAG="$K-x$N"; [ "${BENCH_VARIANTS:-default}" = default ] || TAG="$K-x$N-$V-$k"
+            timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$CFGV" --log2 "$K" --count "$N" --a-density "$AD" --b-density "$BD" --params "$P" --seed 1 \
+                --trace "$OUT/trace-$TAG.json" --plot "$OUT/utilization-$TAG.svg" > "$OUT/bench-cuzk-$TAG.log" 2>&1
+            say "cuzk 2^$K x$N $V: $(grep -E '^cuzk' "$OUT/bench-cuzk-$TAG.log")"
+            grep -E "^bottleneck|^(h2d|ntt_h|msm_|stage |upload )" "$OUT/bench-cuzk-$TAG.log" | tee -a "$summary"
+        done
         if [ "${BASELINE:-1}" = 1 ] && [ -x "$D/supraseal-bench" ]; then
             "$D/supraseal-bench" "$P" $((1 << K)) 2 "$AD" "$BD" "$N" "${BATCH:-10}" 1 > "$OUT/bench-supraseal-$K-x$N.log" 2>&1
             say "$(grep -E '^supraseal' "$OUT/bench-supraseal-$K-x$N.log" || tail -3 "$OUT/bench-supraseal-$K-x$N.log")"

@@ -9,7 +9,7 @@
 use std::fmt;
 
 use cuzk_core::CircuitShape;
-use cuzk_gpu::cuda::{device_resident_bytes, device_workspace_bytes};
+use cuzk_gpu::cuda::{device_resident_bytes, device_staging_bytes, device_workspace_bytes};
 use cuzk_srs::ProvingKey;
 
 use crate::{
@@ -38,6 +38,12 @@ pub struct DeviceSizing {
     pub workspace: u64,
     /// The parameter points when resident.
     pub resident: u64,
+    /// Staging buffers beyond the workspace's one that fit beside it (and the
+    /// resident points when resident), up to `backend.device_buffers` − 1: with one
+    /// or more, the next partition uploads while one computes.
+    pub extra_buffers: usize,
+    /// One staging buffer (`cuzk_gpu::cuda::device_staging_bytes`).
+    pub buffer: u64,
     pub placement: Placement,
 }
 
@@ -98,7 +104,23 @@ pub fn size(
                 } else {
                     Placement::Streamed
                 };
-                DeviceSizing { device: d.device, vram_budget: d.vram_budget, workspace, resident, placement }
+                let held = workspace + if placement == Placement::Resident { resident } else { 0 };
+                let buffer = device_staging_bytes(shape.domain_log2());
+                let room = d.vram_budget.saturating_sub(held) / buffer.max(1);
+                let extra_buffers = if placement == Placement::TooSmall {
+                    0
+                } else {
+                    usize::try_from(room).unwrap_or(usize::MAX).min(cfg.backend.device_buffers.saturating_sub(1))
+                };
+                DeviceSizing {
+                    device: d.device,
+                    vram_budget: d.vram_budget,
+                    workspace,
+                    resident,
+                    extra_buffers,
+                    buffer,
+                    placement,
+                }
             })
             .collect()
     } else {
@@ -202,7 +224,18 @@ impl fmt::Display for Sizing {
                 ),
                 Placement::TooSmall => format!("one partition's workspace ({}) does not fit", ByteSize(d.workspace)),
             };
-            writeln!(f, "device {}: VRAM budget {}: {what}", d.device, ByteSize(d.vram_budget))?;
+            let extra = if d.extra_buffers > 0 {
+                format!(
+                    "; + {} more staging buffer(s) of {} (uploads beside compute)",
+                    d.extra_buffers,
+                    ByteSize(d.buffer * d.extra_buffers as u64)
+                )
+            } else if d.placement != Placement::TooSmall {
+                "; no room for a second staging buffer (uploads in line)".to_string()
+            } else {
+                String::new()
+            };
+            writeln!(f, "device {}: VRAM budget {}: {what}{extra}", d.device, ByteSize(d.vram_budget))?;
         }
         match self.check() {
             Ok(()) => write!(f, "fits"),

@@ -148,12 +148,8 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         b.stage(move || ProveGpu { backend: be.clone() }, cfg.prove_gpu.limits(devices), assemble.next(), false)?;
     let be = backend.clone();
     let urgent_from = cfg.ingest.priority.express;
-    let pcie = b.stage(
-        move || StagePcie { backend: be.clone(), urgent_from },
-        cfg.stage_pcie.limits(),
-        prove.next(),
-        false,
-    )?;
+    let pcie =
+        b.stage(move || StagePcie { backend: be.clone(), urgent_from }, cfg.stage_pcie.limits(), prove.next(), false)?;
     let b_g2_on_cpu = cfg.prepare_msm.b_g2_on_cpu(on_device);
     let bit_split = cfg.prepare_msm.bit_split;
     let prepare =

@@ -314,7 +314,12 @@ mod imp {
     /// The C side's view of a partition: `ptrs` (the arrays', or with split vectors
     /// rebuilt dense), the bit-split lists when `split`, and the parameter points
     /// when streamed from `srs` (`None` for an upload, which reads none of them).
-    fn inputs(arr: &Arrays, ptrs: [*const u8; 6], split: Option<[&SplitScalars; 3]>, srs: Option<&ProvingKey>) -> cuda::Inputs {
+    fn inputs(
+        arr: &Arrays,
+        ptrs: [*const u8; 6],
+        split: Option<[&SplitScalars; 3]>,
+        srs: Option<&ProvingKey>,
+    ) -> cuda::Inputs {
         let counts = arr.counts;
         let lg = arr.lg;
         let mut inputs = cuda::Inputs {
@@ -781,6 +786,10 @@ mod imp {
             // memory goes with the context when the process ends.
             st.resident.clear();
             st.ws = None;
+            // And its free staging buffers. Staged ones stay until their partitions,
+            // which now run elsewhere, let go of them (then only counted: the
+            // device takes no more work).
+            self.staging.trim(dev, 0);
             device.publish(st);
             let next = self.slots.first_healthy();
             self.pinned.set_device(next.map(|i| self.devices[i].info.index));
@@ -883,8 +892,8 @@ mod imp {
             if st.ws.as_ref().is_none_or(|w| w.lg < lg) {
                 let need = ws_bytes(lg);
                 st.ws = None; // free the smaller one first
-                // The workspace is required; resident parameters are not: evict them
-                // (least recently used first) until the workspace fits the budget.
+                              // The workspace is required; resident parameters are not: evict them
+                              // (least recently used first) until the workspace fits the budget.
                 while st.reserved() + self.staging.bytes(dev) + need > device.budget && !st.resident.is_empty() {
                     let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
                     let r = st.resident.swap_remove(lru);
@@ -973,5 +982,5 @@ mod imp {
     }
 }
 
-pub use imp::{CudaBackend, COMPILED};
 pub(crate) use imp::Lease;
+pub use imp::{CudaBackend, COMPILED};

@@ -237,7 +237,9 @@ impl<B: DeviceBuffer> Staging<B> {
                 if v.len() < self.per_device && fits(d, bytes_of(v) + need, need) {
                     match inner.add(d, lg) {
                         Ok(i) => return Some(take(&mut inner.devices[d][i], d)),
-                        Err((code, msg)) => warn!(device = d, code, error = %msg, "could not allocate a staging buffer"),
+                        Err((code, msg)) => {
+                            warn!(device = d, code, error = %msg, "could not allocate a staging buffer")
+                        }
                     }
                 }
             }
@@ -248,14 +250,15 @@ impl<B: DeviceBuffer> Staging<B> {
                 if fits(d, bytes_of(v) - old + need, need.saturating_sub(old)) {
                     match inner.replace(d, i, lg) {
                         Ok(i) => return Some(take(&mut inner.devices[d][i], d)),
-                        Err((code, msg)) => warn!(device = d, code, error = %msg, "could not allocate a staging buffer"),
+                        Err((code, msg)) => {
+                            warn!(device = d, code, error = %msg, "could not allocate a staging buffer")
+                        }
                     }
                 }
             }
             // Wait only for a buffer that will come free and can hold it.
-            let coming = order
-                .iter()
-                .any(|&d| inner.devices[d].iter().any(|b| b.state != State::Free && b.stage.lg() >= lg));
+            let coming =
+                order.iter().any(|&d| inner.devices[d].iter().any(|b| b.state != State::Free && b.stage.lg() >= lg));
             let now = Instant::now();
             if !wait || !coming || now >= deadline {
                 return None;
@@ -268,7 +271,8 @@ impl<B: DeviceBuffer> Staging<B> {
     /// failed: the buffer is free again (after what was queued of it finished).
     pub(crate) fn uploaded(self: &Arc<Self>, u: Uploading<B>, ok: bool) -> Option<Lease<B>> {
         let mut inner = lock(&self.inner);
-        let b = inner.devices[u.device].iter_mut().find(|b| b.id == u.id).expect("an uploading buffer is never removed");
+        let b =
+            inner.devices[u.device].iter_mut().find(|b| b.id == u.id).expect("an uploading buffer is never removed");
         debug_assert_eq!((b.state, b.generation), (State::Uploading, u.generation));
         if ok {
             b.state = State::Staged;
