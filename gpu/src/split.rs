@@ -121,6 +121,63 @@ impl SplitScalars {
         Some(s)
     }
 
+    /// [`SplitScalars::from_values`] over `parts` scanned in parallel: each part is
+    /// the index of its first scalar and an iterator over its values, in order; the
+    /// parts follow each other and cover the `len` scalars without gaps. A 32GiB
+    /// partition's L or A vector is 130M scalars: one thread scanned it in 1.7–1.9 s,
+    /// while the partition held its host reservation.
+    pub fn from_parts<'a>(
+        parts: Vec<(usize, Box<dyn Iterator<Item = &'a Scalar> + Send + 'a>)>,
+        len: usize,
+        domain: usize,
+    ) -> Option<SplitScalars> {
+        use rayon::prelude::*;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        if len > u32::MAX as usize {
+            return None;
+        }
+        let cap = (len / 8).min(domain / 8);
+        // Set when one part alone has more than the bound: the whole gives up.
+        let over = AtomicBool::new(false);
+        let scanned: Vec<Option<(usize, usize, SplitScalars)>> = parts
+            .into_par_iter()
+            .map(|(start, values)| {
+                let mut s = SplitScalars::default();
+                let mut n = start;
+                for v in values {
+                    if *v == Scalar::ONE {
+                        s.ones.push(n as u32);
+                    } else if *v != Scalar::ZERO {
+                        if s.rest.len() == cap || over.load(Ordering::Relaxed) {
+                            over.store(true, Ordering::Relaxed);
+                            return None;
+                        }
+                        s.rest_idx.push(n as u32);
+                        s.rest.push(v.to_bytes_le());
+                    }
+                    n += 1;
+                }
+                Some((start, n, s))
+            })
+            .collect();
+        let mut out = SplitScalars { len, ..Default::default() };
+        let mut next = 0;
+        let parts: Vec<_> = scanned.into_iter().collect::<Option<_>>()?;
+        if parts.iter().map(|(_, _, s)| s.rest.len()).sum::<usize>() > cap {
+            return None;
+        }
+        out.ones.reserve_exact(parts.iter().map(|(_, _, s)| s.ones.len()).sum());
+        for (start, end, s) in parts {
+            assert_eq!(start, next, "split: parts must follow each other (a part starts at {start}, expected {next})");
+            next = end;
+            out.ones.extend(s.ones);
+            out.rest_idx.extend(s.rest_idx);
+            out.rest.extend(s.rest);
+        }
+        assert_eq!(next, len, "split: the parts gave {next} values for {len} points");
+        Some(out)
+    }
+
     /// Whether the lists describe `len` scalars: every index below `len`, one value
     /// per rest index. `from_values` always makes such lists; backends check lists
     /// from elsewhere before any index reaches device memory.
@@ -146,6 +203,37 @@ impl SplitScalars {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_scanned_in_parallel_equal_one_scan() {
+        let r = Scalar::from(7u64);
+        // Mostly bits, one in 20 neither: splits.
+        let v: Vec<Scalar> = (0..10_000u64)
+            .map(|i| match i % 20 {
+                0 => r + Scalar::from(i),
+                1..=9 => Scalar::ZERO,
+                _ => Scalar::ONE,
+            })
+            .collect();
+        let whole = SplitScalars::from_values(v.iter(), v.len(), 1 << 14).unwrap();
+        for chunk in [1, 7, 64, 999, 10_000] {
+            let parts = v
+                .chunks(chunk)
+                .enumerate()
+                .map(|(i, c)| (i * chunk, Box::new(c.iter()) as Box<dyn Iterator<Item = &Scalar> + Send>))
+                .collect();
+            assert_eq!(SplitScalars::from_parts(parts, v.len(), 1 << 14).as_ref(), Some(&whole), "chunks of {chunk}");
+        }
+        // Over the bound in total though no part is alone: gives up, as one scan does.
+        let dense: Vec<Scalar> = (0..1000u64).map(|i| r + Scalar::from(i)).collect();
+        assert!(SplitScalars::from_values(dense.iter(), 1000, 1 << 14).is_none());
+        let parts = dense
+            .chunks(100)
+            .enumerate()
+            .map(|(i, c)| (i * 100, Box::new(c.iter()) as Box<dyn Iterator<Item = &Scalar> + Send>))
+            .collect();
+        assert!(SplitScalars::from_parts(parts, 1000, 1 << 14).is_none());
+    }
 
     #[test]
     fn ones_and_rest_by_index_zeros_dropped() {

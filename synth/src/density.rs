@@ -114,12 +114,46 @@ impl Density {
         out
     }
 
+    /// [`Density::select`] in parts of `words_per_part` words (64 variables each),
+    /// for scanning in parallel: each part with the number of elements selected before
+    /// it.
+    ///
+    /// `values.len()` must equal [`Density::len`].
+    pub fn select_parts<'a, T>(
+        &'a self,
+        values: &'a [T],
+        words_per_part: usize,
+    ) -> Vec<(usize, impl Iterator<Item = &'a T> + 'a)> {
+        debug_assert_eq!(values.len(), self.len);
+        let step = words_per_part.max(1);
+        let mut before = 0;
+        (0..self.words.len())
+            .step_by(step)
+            .map(|w0| {
+                let w1 = (w0 + step).min(self.words.len());
+                let part = (before, self.select_words(values, w0..w1));
+                before += self.words[w0..w1].iter().map(|w| w.count_ones() as usize).sum::<usize>();
+                part
+            })
+            .collect()
+    }
+
     /// The elements of `values` whose bit is set, in order, without copying them.
     ///
     /// `values.len()` must equal [`Density::len`].
     pub fn select<'a, T>(&'a self, values: &'a [T]) -> impl Iterator<Item = &'a T> + 'a {
         debug_assert_eq!(values.len(), self.len);
-        self.words.iter().enumerate().flat_map(move |(w, word)| {
+        self.select_words(values, 0..self.words.len())
+    }
+
+    /// The selected elements among the variables of `words`.
+    fn select_words<'a, T>(
+        &'a self,
+        values: &'a [T],
+        words: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = &'a T> + 'a {
+        let first = words.start;
+        self.words[words].iter().enumerate().map(move |(w, word)| (first + w, word)).flat_map(move |(w, word)| {
             let mut bits = *word;
             std::iter::from_fn(move || {
                 (bits != 0).then(|| {
@@ -154,5 +188,27 @@ mod tests {
         assert_eq!(e.len(), 130);
         assert_eq!(e.count(), 5);
         assert!(e.get(5) && e.get(0) && !e.get(1));
+    }
+
+    #[test]
+    fn parts_select_what_select_does() {
+        let mut d = Density::new();
+        for i in 0..1000 {
+            d.push();
+            if i % 3 == 0 || i % 64 == 5 {
+                d.set(i);
+            }
+        }
+        let vals: Vec<usize> = (0..1000).collect();
+        let all: Vec<usize> = d.select(&vals).copied().collect();
+        for per in [1, 2, 5, 16, 100] {
+            let parts = d.select_parts(&vals, per);
+            let mut joined = Vec::new();
+            for (before, it) in parts {
+                assert_eq!(before, joined.len(), "{per} words a part");
+                joined.extend(it.copied());
+            }
+            assert_eq!(joined, all, "{per} words a part");
+        }
     }
 }

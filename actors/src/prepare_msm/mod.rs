@@ -10,6 +10,7 @@ use std::time::Instant;
 use blstrs::Scalar;
 pub use config::{BG2Placement, PrepareMsmConfig};
 use cuzk_gpu::{cpu::msm_g2_scalars, HostPartition, MsmScalars, ScalarBytes, SplitScalars};
+use cuzk_synth::Density;
 use rayon::prelude::*;
 
 use crate::{
@@ -27,18 +28,36 @@ fn canonical<'a>(v: impl IntoParallelIterator<Item = &'a Scalar>) -> Vec<ScalarB
     v.into_par_iter().map(|s| s.to_bytes_le()).collect()
 }
 
+/// A run of consecutive scalars for the split's parallel scan: the index of its
+/// first one and its values.
+type Part<'a> = (usize, Box<dyn Iterator<Item = &'a Scalar> + Send + 'a>);
+
+/// Scalars per part of the split's scan (a 32GiB partition's L vector makes 125).
+const PART: usize = 1 << 20;
+
+/// `v` in parts, its first scalar at index `first`.
+fn slice_parts(v: &[Scalar], first: usize) -> Vec<Part<'_>> {
+    v.chunks(PART).enumerate().map(|(i, c)| (first + i * PART, Box::new(c.iter()) as _)).collect()
+}
+
+/// The values of `v` that `d` selects, in parts, the first at index `first`.
+fn density_parts<'a>(d: &'a Density, v: &'a [Scalar], first: usize) -> Vec<Part<'a>> {
+    d.select_parts(v, PART / 64).into_iter().map(|(before, it)| (first + before, Box::new(it) as _)).collect()
+}
+
 /// One MSM's scalars: split when asked and it pays (the scan gives up early on
-/// random values), else every value converted, in parallel. `values` yields the
-/// `len` scalars in point order; `dense` collects the same values for the dense path.
-fn scalars<'a, I: Iterator<Item = &'a Scalar>>(
+/// random values), else every value converted, in parallel. `parts` yields the
+/// `len` scalars in point order, in parts scanned in parallel; `dense` collects the
+/// same values for the dense path.
+fn scalars<'a>(
     split: bool,
     domain: usize,
     len: usize,
-    values: impl Fn() -> I,
+    parts: impl FnOnce() -> Vec<Part<'a>>,
     dense: impl FnOnce() -> Vec<ScalarBytes>,
 ) -> MsmScalars {
     if split {
-        if let Some(s) = SplitScalars::from_values(values(), len, domain) {
+        if let Some(s) = SplitScalars::from_parts(parts(), len, domain) {
             return MsmScalars::Split(s);
         }
     }
@@ -55,7 +74,7 @@ pub fn prepare(asg: Assignment, bit_split: bool) -> (HostPartition, Vec<Scalar>)
     let Assignment { abc, input, aux, a_aux_density, b_input_density, b_aux_density } = asg;
     let (input, aux) = (&input, &aux);
     let (l_scalars, (a_scalars, b_scalars)) = rayon::join(
-        || scalars(bit_split, domain, aux.len(), || aux.iter(), || canonical(aux)),
+        || scalars(bit_split, domain, aux.len(), || slice_parts(aux, 0), || canonical(aux)),
         || {
             rayon::join(
                 || {
@@ -63,7 +82,11 @@ pub fn prepare(asg: Assignment, bit_split: bool) -> (HostPartition, Vec<Scalar>)
                         bit_split,
                         domain,
                         shape.a_query,
-                        || input.iter().chain(a_aux_density.select(aux)),
+                        || {
+                            let mut p: Vec<Part> = vec![(0, Box::new(input.iter()))];
+                            p.extend(density_parts(&a_aux_density, aux, input.len()));
+                            p
+                        },
                         || {
                             let mut v = canonical(input);
                             v.extend(canonical(&a_aux_density.compact(aux)));
@@ -76,7 +99,11 @@ pub fn prepare(asg: Assignment, bit_split: bool) -> (HostPartition, Vec<Scalar>)
                         bit_split,
                         domain,
                         shape.b_query,
-                        || b_input_density.select(input).chain(b_aux_density.select(aux)),
+                        || {
+                            let mut p: Vec<Part> = vec![(0, Box::new(b_input_density.select(input)))];
+                            p.extend(density_parts(&b_aux_density, aux, b_input_density.count()));
+                            p
+                        },
                         || {
                             let mut v = canonical(&b_input_density.compact(input));
                             v.extend(canonical(&b_aux_density.compact(aux)));
