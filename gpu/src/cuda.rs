@@ -4,9 +4,11 @@
 //! same API exists and [`CudaBackend::new`] says why there is no GPU backend, so
 //! callers compile the same either way.
 //!
-//! Per device: one workspace (device buffers for a, b, c at the largest domain
-//! seen, the bit-split lists and gathered points, and a copy stream), and the
-//! parameter points of recently used parameter sets, kept resident when they fit in
+//! Per device: one workspace (the gathered rest points of split MSMs and the bit
+//! sums' partial sums, at the largest domain seen), up to `device_buffers` staging
+//! buffers (one partition's a, b, c, bit-split lists and rest scalars each, with a
+//! copy stream: `staging.rs`), and the parameter points of recently used parameter
+//! sets, kept resident when they fit in
 //! the device's VRAM budget (its free memory at start minus `vram_margin`) and in
 //! what is free now, least recently used sets evicted first; otherwise streamed from
 //! host memory for every MSM. A device runs one partition at a time; with several
