@@ -94,31 +94,11 @@ impl SplitScalars {
     /// otherwise, after reading at most the first such values past the bound (random
     /// scalars, as in synthetic circuits, give up early).
     pub fn from_values<'a>(
-        values: impl Iterator<Item = &'a Scalar>,
+        values: impl Iterator<Item = &'a Scalar> + Send + 'a,
         len: usize,
         domain: usize,
     ) -> Option<SplitScalars> {
-        if len > u32::MAX as usize {
-            return None;
-        }
-        let cap = (len / 8).min(domain / 8);
-        let mut s = SplitScalars { len, ones: Vec::with_capacity(len / 2), ..Default::default() };
-        let mut n = 0usize;
-        for v in values {
-            if *v == Scalar::ONE {
-                s.ones.push(n as u32);
-            } else if *v != Scalar::ZERO {
-                if s.rest.len() == cap {
-                    return None;
-                }
-                s.rest_idx.push(n as u32);
-                s.rest.push(v.to_bytes_le());
-            }
-            n += 1;
-        }
-        assert_eq!(n, len, "split: the iterator gave {n} values for {len} points");
-        s.ones.shrink_to_fit();
-        Some(s)
+        Self::from_parts(vec![(0, Box::new(values))], len, domain)
     }
 
     /// [`SplitScalars::from_values`] over `parts` scanned in parallel: each part is
@@ -160,21 +140,27 @@ impl SplitScalars {
                 Some((start, n, s))
             })
             .collect();
-        let mut out = SplitScalars { len, ..Default::default() };
-        let mut next = 0;
         let parts: Vec<_> = scanned.into_iter().collect::<Option<_>>()?;
         if parts.iter().map(|(_, _, s)| s.rest.len()).sum::<usize>() > cap {
             return None;
         }
-        out.ones.reserve_exact(parts.iter().map(|(_, _, s)| s.ones.len()).sum());
+        let ones: usize = parts.iter().map(|(_, _, s)| s.ones.len()).sum();
+        // The first part's lists are extended in place (a single part: not copied).
+        let (mut out, mut next) = (SplitScalars::default(), 0);
         for (start, end, s) in parts {
             assert_eq!(start, next, "split: parts must follow each other (a part starts at {start}, expected {next})");
             next = end;
-            out.ones.extend(s.ones);
-            out.rest_idx.extend(s.rest_idx);
-            out.rest.extend(s.rest);
+            if start == 0 {
+                out = s;
+                out.ones.reserve_exact(ones - out.ones.len());
+            } else {
+                out.ones.extend(s.ones);
+                out.rest_idx.extend(s.rest_idx);
+                out.rest.extend(s.rest);
+            }
         }
         assert_eq!(next, len, "split: the parts gave {next} values for {len} points");
+        out.len = len;
         Some(out)
     }
 
