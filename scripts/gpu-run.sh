@@ -241,7 +241,10 @@ if [[ " $PHASES " == *" full "* ]]; then
     # timing parameters generated in memory (`prove --timing-params`: Verify off, its
     # proofs never verify). FULL_SIZES="32GiB", FULL_COUNT=2, FULL_EXTRA (config lines,
     # e.g. '[synthesize]\nworkers = 2\n'), FULL_ENV (variables, e.g. MIMALLOC_PURGE_DELAY=1000). Samples the process's peak RSS (VmHWM) and
-    # NVML's utilization and memory every 500 ms.
+    # NVML's utilization and memory every 500 ms. FULL_GRID="SYNTH:JOBS:SECS" (e.g.
+    # "1,2,4:1,2,3,4:20") runs the budget grid (`prove --grid-synth SYNTH --grid-jobs
+    # JOBS --grid-window SECS`) instead of FULL_COUNT proofs; give it a recording_dir in
+    # FULL_EXTRA so each setting's engine loads the recording instead of making it.
     for SZ in ${FULL_SIZES:-32GiB}; do
         C1=/tmp/cuzk-c1-shape-$SZ
         if [ ! -f "$C1/meta.json" ]; then
@@ -255,13 +258,19 @@ if [[ " $PHASES " == *" full "* ]]; then
         # No saved recording: at 32GiB it is a 7.4 GB file on a 64 GiB disk.
         printf "[backend]\nkind = \"gpu\"\n${FULL_EXTRA:-[synthesize]\nsave_recordings = false\n}" > "$CFG"
         L="$OUT/full-$SZ.log"
+        RUNARGS=(--count "${FULL_COUNT:-2}")
+        if [ -n "${FULL_GRID:-}" ]; then
+            IFS=: read -r GS GJ GW <<< "$FULL_GRID"
+            RUNARGS=(--grid-synth "$GS" --grid-jobs "$GJ" --grid-window "${GW:-30}")
+            L="$OUT/full-$SZ-grid.log"
+        fi
         nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 500 \
             > "$OUT/full-$SZ-nvml.csv" 2>/dev/null &
         SMI=$!
         t=$(date +%s)
         # shellcheck disable=SC2086
         env RUST_LOG="${FULL_LOG:-info}" ${FULL_ENV:-} timeout "${FULL_TIMEOUT:-3000}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" \
-            --prover-id "$PID" --sector-id "$SID" --timing-params --count "${FULL_COUNT:-2}" --seed 1 > "$L" 2>&1 &
+            --prover-id "$PID" --sector-id "$SID" --timing-params --seed 1 "${RUNARGS[@]}" > "$L" 2>&1 &
         P=$!
         while kill -0 $P 2>/dev/null; do
             # $P is `timeout`; the prover is its child.
@@ -271,7 +280,7 @@ if [[ " $PHASES " == *" full "* ]]; then
         done
         wait $P; rc=$?
         kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
-        say "full $SZ x${FULL_COUNT:-2} rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^TIMING|^cuzk|^stage busy|^ops|^pinned|^wall' "$L" | tr '\n' ' ')"
+        say "full $SZ x${FULL_COUNT:-2} rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^TIMING|^cuzk|^stage busy|^ops|^pinned|^wall|^budget grid|^synth' "$L" | tr '\n' ' ')"
         say "full $SZ peak: $(tail -2 "$OUT/full-$SZ-mem.txt" | head -1); VRAM max $(cut -d, -f4 "$OUT/full-$SZ-nvml.csv" | sort -n | tail -1)"
     done
 fi

@@ -115,3 +115,61 @@ fn size_answers_and_names_the_budget_exceeded() {
     let (ok, _, err) = run(cuzk().args(["size", "--sector-size", "3GiB"]));
     assert!(!ok && err.contains("not a Filecoin sector size"), "{err}");
 }
+
+/// `prove --grid-synth … --grid-jobs …` (the budget grid, docs/benchmarks.md): every
+/// setting of synthesis workers × jobs in flight runs on one engine per worker count,
+/// synthesizes no more partitions at once than its worker count, and after each
+/// window's cancel every stage drains and every reservation returns to the budget
+/// (2KiB shape-only C1 against timing parameters, CPU backend).
+#[test]
+fn budget_grid_runs_every_setting_and_returns_every_reservation() {
+    let dir = tempfile::tempdir().unwrap();
+    let c1 = dir.path().join("c1");
+    let (ok, out, err) =
+        run(cuzk().args(["gen-c1", "--shape-only", "--sector-size", "2KiB", "--seed", "1", "--out"]).arg(&c1));
+    assert!(ok, "{out}{err}");
+    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(c1.join("meta.json")).unwrap()).unwrap();
+    let sector_id = meta["sector_id"].to_string();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[backend]\nkind = \"cpu\"\n[ingest]\nparam_cache = {:?}\n[synthesize]\nrecording_dir = {:?}\n",
+            dir.path().join("params"),
+            dir.path().join("rec")
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = run(cuzk()
+        .arg("--config")
+        .arg(&cfg)
+        .args(["prove", "--c1"])
+        .arg(c1.join("c1.json"))
+        .args(["--prover-id", meta["prover_id"].as_str().unwrap(), "--sector-id", sector_id.as_str()])
+        .args(["--timing-params", "--seed", "1", "--grid-synth", "1,2", "--grid-jobs", "1,2", "--grid-window", "1"]));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("budget grid: every setting within its budget, nothing failed"), "{out}");
+    for s in [1u64, 2] {
+        for j in [1, 2] {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&format!("synth {s:>2} jobs {j}:")))
+                .unwrap_or_else(|| panic!("no line for synth {s} jobs {j}: {out}"));
+            let at_once: u64 = line
+                .split("synthesizing at once max ")
+                .nth(1)
+                .and_then(|r| r.split(';').next())
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{line}"));
+            assert!(at_once <= s, "{line}");
+            assert!(line.contains("drained in") && !line.contains("FAILED"), "{line}");
+        }
+    }
+    // Counts of zero are refused with a clear error.
+    let (ok, _, err) = run(cuzk()
+        .args(["prove", "--c1"])
+        .arg(c1.join("c1.json"))
+        .args(["--prover-id", meta["prover_id"].as_str().unwrap(), "--sector-id", "1"])
+        .args(["--timing-params", "--grid-synth", "0", "--grid-jobs", "1"]));
+    assert!(!ok && err.contains("--grid-synth and --grid-jobs take counts of at least 1"), "{err}");
+}

@@ -32,6 +32,9 @@ use crate::{
 struct Running {
     system: System,
     thread: JoinHandle<()>,
+    /// The stages' threads: joined at shutdown, so that when it returns no actor holds
+    /// the backend (a later engine in the same process gets the device's memory back).
+    arbiters: Vec<actix_rt::Arbiter>,
 }
 
 struct Inner {
@@ -167,8 +170,6 @@ impl Engine {
             .map_err(|e| EngineError::Start(e.to_string()))?;
         let (topo, system) = rx.recv().map_err(|_| EngineError::Start("engine thread exited".into()))??;
         info!(backend = backend_name, host_budget = %crate::ByteSize(topo.host_ledger.capacity()), "engine started");
-        // The arbiters stop with the System; their handles need not be kept.
-        drop(topo.arbiters);
         Ok(Engine {
             inner: Arc::new(Inner {
                 ingest: topo.ingest,
@@ -185,7 +186,7 @@ impl Engine {
                 backend: backend_name,
                 backend_arc,
                 kind_priority,
-                running: Mutex::new(Some(Running { system, thread })),
+                running: Mutex::new(Some(Running { system, thread, arbiters: topo.arbiters })),
             }),
         })
     }
@@ -193,6 +194,11 @@ impl Engine {
     /// Filecoin parameters loaded by Ingest (preload, evict, status).
     pub fn params(&self) -> &Arc<crate::services::ParamCache> {
         &self.inner.params
+    }
+
+    /// Recorded circuit structures (pre-compiled synthesis) Synthesize uses.
+    pub fn recordings(&self) -> &Arc<crate::services::RecordingCache> {
+        &self.inner.recordings
     }
 
     /// The timeline recorder: enable it, export Chrome trace JSON, plot utilization.
@@ -351,6 +357,10 @@ impl Engine {
         }
         r.system.stop();
         let _ = r.thread.join();
+        for a in r.arbiters {
+            a.stop();
+            let _ = a.join();
+        }
         info!("engine stopped");
     }
 }

@@ -7,6 +7,7 @@ mod daemon;
 mod deadline;
 mod gen_c1;
 mod gen_vanilla;
+mod grid;
 mod prove;
 mod size;
 mod srs;

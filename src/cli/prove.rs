@@ -70,6 +70,20 @@ pub struct ProveArgs {
     /// without room for its parameter file. Its proofs never verify.
     #[arg(long, requires = "c1", conflicts_with_all = ["baseline", "verify"])]
     timing_params: bool,
+    /// With --c1: instead of a timed stream, the host budget under each of these
+    /// `synthesize.max_concurrency` settings (comma-separated) crossed with each
+    /// --grid-jobs: jobs kept in flight for --grid-window seconds, then cancelled and
+    /// drained; a line per setting (partitions proved, synthesized at once, budget peak,
+    /// peak RSS, least MemAvailable). Exits non-zero if a job fails or a reservation is
+    /// not returned.
+    #[arg(long, value_delimiter = ',', requires_all = ["c1", "grid_jobs"], conflicts_with_all = ["baseline", "verify", "out", "warmup", "count"])]
+    grid_synth: Vec<usize>,
+    /// Jobs kept in flight in each grid window (comma-separated).
+    #[arg(long, value_delimiter = ',', requires = "grid_synth")]
+    grid_jobs: Vec<usize>,
+    /// Length of each grid window, in seconds.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    grid_window: f64,
 }
 
 pub fn run(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
@@ -122,11 +136,11 @@ pub fn run(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
 }
 
 /// The sector a `--c1` run proves.
-struct Sector {
+pub(super) struct Sector {
     /// The C1 output as given (JSON or the Lotus/Curio wrapper).
-    c1: Vec<u8>,
-    prover_id: [u8; 32],
-    sector_id: u64,
+    pub(super) c1: Vec<u8>,
+    pub(super) prover_id: [u8; 32],
+    pub(super) sector_id: u64,
 }
 
 /// What a `--c1` run produced: each proof's bytes, and when each finished, counted
@@ -145,6 +159,10 @@ struct C1Run {
 fn prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
     let prover_id = parse_prover_id(a.prover_id.as_deref().context("--prover-id is required with --c1")?)?;
     let sector_id = a.sector_id.context("--sector-id is required with --c1")?;
+    let window = Duration::try_from_secs_f64(a.grid_window).ok().filter(|d| !d.is_zero());
+    if a.grid_synth.contains(&0) || a.grid_jobs.contains(&0) || window.is_none() {
+        bail!("--grid-synth and --grid-jobs take counts of at least 1, --grid-window a positive number of seconds");
+    }
     let mut engine_cfg = cfg.engine.clone();
     if let Some(dir) = &a.param_cache {
         engine_cfg.ingest.param_cache = dir.clone();
@@ -176,6 +194,14 @@ fn prove_c1(cfg: &Config, a: &ProveArgs, c1_path: &Path) -> Result<ExitCode> {
     } else {
         None
     };
+    if !a.grid_synth.is_empty() {
+        let grid = super::grid::Grid {
+            synth: a.grid_synth.clone(),
+            jobs: a.grid_jobs.clone(),
+            window: window.unwrap_or_default(),
+        };
+        return super::grid::run(&engine_cfg, &sector, a.seed, timing, &grid);
+    }
     let mut run = if a.baseline {
         baseline(&sector, a.count, a.warmup)?
     } else {

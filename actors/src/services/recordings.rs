@@ -287,6 +287,11 @@ impl RecordingCache {
         drop(self.lock());
     }
 
+    /// Recordings finished and in use (made here or loaded from a file).
+    pub fn ready(&self) -> usize {
+        self.lock().iter().filter(|s| matches!(s.state, State::Ready(..))).count()
+    }
+
     /// Bytes reserved for recordings now (finished or in progress).
     pub fn bytes(&self) -> u64 {
         self.lock()
