@@ -121,6 +121,7 @@ pub fn run(
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
+/// The sector's job with the next seed.
 fn job(sector: &Sector, seed: &mut u64) -> JobSpec {
     *seed = seed.wrapping_add(1);
     JobSpec::porep_c1(sector.c1.clone(), sector.prover_id, sector.sector_id).with_seed(*seed)
@@ -193,14 +194,11 @@ fn window(engine: &Engine, sector: &Sector, jobs: usize, len: Duration, rest: u6
     let clients: Vec<_> = seeds
         .into_iter()
         .map(|mut s| {
-            let (engine, stop, live) = (engine.clone(), stop.clone(), live.clone());
-            let spec_of = (sector.c1.clone(), sector.prover_id, sector.sector_id);
+            let (engine, stop, live, sector) = (engine.clone(), stop.clone(), live.clone(), sector.clone());
             std::thread::spawn(move || {
                 let (mut done, mut errors) = (0u64, Vec::new());
                 while !stop.load(Ordering::SeqCst) {
-                    s = s.wrapping_add(1);
-                    let spec = JobSpec::porep_c1(spec_of.0.clone(), spec_of.1, spec_of.2).with_seed(s);
-                    let h = match engine.submit_blocking(spec) {
+                    let h = match engine.submit_blocking(job(&sector, &mut s)) {
                         Ok(h) => h,
                         Err(e) => {
                             errors.push(format!("submit: {e}"));

@@ -136,6 +136,7 @@ pub fn run(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
 }
 
 /// The sector a `--c1` run proves.
+#[derive(Clone)]
 pub(super) struct Sector {
     /// The C1 output as given (JSON or the Lotus/Curio wrapper).
     pub(super) c1: Vec<u8>,
