@@ -173,3 +173,43 @@ fn budget_grid_runs_every_setting_and_returns_every_reservation() {
         .args(["--timing-params", "--grid-synth", "0", "--grid-jobs", "1"]));
     assert!(!ok && err.contains("--grid-synth and --grid-jobs take counts of at least 1"), "{err}");
 }
+
+/// `srs gen --synthetic K --timing`: TEST-ONLY timing parameters for a synthetic
+/// circuit (what the 2^27 comparison with supraseal-c2 runs on). cuzk and bellperson
+/// given the same file, circuits and randomness write the same proof bytes, none of
+/// which verifies; an existing file is never replaced.
+#[test]
+fn synthetic_timing_parameters_give_both_provers_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = dir.path().join("t.params");
+    let gen = || {
+        let mut c = cuzk();
+        c.args(["srs", "gen", "--synthetic", "9", "--b-density", "0.25", "--timing", "--seed", "3", "--out"])
+            .arg(&params);
+        c
+    };
+    let (ok, out, err) = run(&mut gen());
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("TIMING PARAMETERS") && out.contains("domain 2^9"), "{out}");
+    let (ok, _, err) = run(&mut gen());
+    assert!(!ok && err.contains("never replace"), "{err}");
+
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "[backend]\nkind = \"cpu\"\n[verify]\nenabled = false\n").unwrap();
+    let bench = |prover: &str| {
+        let json = dir.path().join(format!("{prover}.json"));
+        let (_, out, err) = run(cuzk()
+            .arg("--config")
+            .arg(&cfg)
+            .args(["bench", "--log2", "9", "--count", "2", "--b-density", "0.25", "--seed", "1", "--prover", prover])
+            .arg("--params")
+            .arg(&params)
+            .arg("--json")
+            .arg(&json));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{prover}: no result ({e}): {out}{err}"));
+        assert_eq!(v["verified"], 0, "timing parameters never verify: {out}");
+        v["proofs_digest"].as_str().unwrap().to_string()
+    };
+    assert_eq!(bench("cuzk"), bench("bellperson"), "same parameters, circuits and r, s: same bytes");
+}

@@ -58,10 +58,11 @@ pub struct SrsGenArgs {
     /// Which generator: cuzk's (fast) or bellperson's `generate_random_parameters`.
     #[arg(long, value_enum, default_value = "cuzk")]
     generator: Generator,
-    /// With --porep: TEST-ONLY timing parameters, the exact vector lengths of the real
-    /// ones with points from no toxic waste (chains of additions): minutes at 32GiB
-    /// instead of days; proofs made with them never verify. Refuses to replace a file.
-    #[arg(long, requires = "porep", conflicts_with = "generator")]
+    /// With --porep or a synthetic circuit: TEST-ONLY timing parameters, the exact
+    /// vector lengths of real ones with points from no toxic waste (chains of
+    /// additions): minutes at 32GiB or 2^27 instead of days or hours; proofs made with
+    /// them never verify. Refuses to replace a file.
+    #[arg(long, conflicts_with = "generator")]
     timing: bool,
 }
 
@@ -85,6 +86,9 @@ pub fn run(cfg: &Config, cmd: SrsCmd) -> Result<ExitCode> {
                 gen_circuit(id, a.cache.clone(), a.seed)?
             }
             (None, None) if a.cache.is_some() => anyhow::bail!("--cache goes with --porep or --circuit"),
+            (None, None) if a.timing => {
+                gen_synthetic_timing(a.circuit.spec()?, a.seed, a.out.as_deref().context("--out is required")?)?
+            }
             (None, None) => {
                 generate(a.circuit.spec()?, a.seed, a.out.as_deref().context("--out is required")?, a.generator)?
             }
@@ -129,6 +133,47 @@ pub fn generate(spec: SyntheticSpec, seed: Option<u64>, out: &Path, generator: G
     key.write(out)?;
     pb.finish_and_clear();
     info!(file = %out.display(), constraints = spec.constraints, generate_ms = gen_ms, total_ms = t.elapsed().as_millis() as u64, "parameters written");
+    Ok(())
+}
+
+/// `srs gen --synthetic K --timing --out FILE`: TEST-ONLY timing parameters for the
+/// synthetic circuit `spec` (its shape, then chains of additions), for benchmarks at
+/// sizes where random parameters take hours (2^26, 2^27). Both provers given the same
+/// file and randomness still produce the same bytes, so digests compare; nothing
+/// verifies. Never replaces a file.
+fn gen_synthetic_timing(spec: SyntheticSpec, seed: Option<u64>, out: &Path) -> Result<()> {
+    anyhow::ensure!(
+        !out.exists(),
+        "{} exists: timing parameters never replace a parameter file (it may be a real one)",
+        out.display()
+    );
+    let t = Instant::now();
+    let shape = cuzk::synth::shape_of(SyntheticCircuit::new(spec, 0)?)?;
+    let shape_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let key = cuzk::srs::generate_timing(&shape, seed.unwrap_or_else(rand::random));
+    let points_s = t.elapsed().as_secs_f64();
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let t = Instant::now();
+    key.write(out)?;
+    println!(
+        "TIMING PARAMETERS (test-only; proofs made with them never verify) for the synthetic circuit of {} \
+         constraints (domain 2^{}, A density {}, B density {}): {} inputs, {} aux, A {} / B {} points, {}; \
+         shape {shape_s:.1} s, points {points_s:.1} s, written to {} in {:.1} s",
+        spec.constraints,
+        shape.domain_log2(),
+        spec.a_density,
+        spec.b_density,
+        shape.inputs,
+        shape.aux,
+        shape.a_query,
+        shape.b_query,
+        fmt_bytes(key.heap_bytes()),
+        out.display(),
+        t.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use bellperson::groth16::{create_proof_batch, prepare_verifying_key, verify_proof, SuprasealParameters};
+use bellperson::groth16::{create_proof_batch, prepare_verifying_key, verify_proof, SuprasealParameters, VerifyingKey};
 use blstrs::{Bls12, Scalar};
 use cuzk_synth::{SyntheticCircuit, SyntheticSpec};
 use ff::Field;
@@ -44,7 +44,11 @@ fn main() {
     let t = Instant::now();
     let params = SuprasealParameters::<Bls12>::new(params_path.clone()).expect("supraseal parameters");
     eprintln!("supraseal: parameters loaded in {:?}", t.elapsed());
-    let vk = cuzk_srs::ProvingKey::load(&params_path, Default::default()).expect("parameters").vk;
+    // Only the verifying key (the file's head): decoding the whole file beside
+    // supraseal's own pinned copy would hold the points twice (96 GB at 2^27).
+    let vk = std::fs::File::open(&params_path)
+        .and_then(|f| VerifyingKey::<Bls12>::read(std::io::BufReader::new(f)))
+        .expect("verifying key");
     let pvk = prepare_verifying_key(&vk);
 
     let t = Instant::now();
