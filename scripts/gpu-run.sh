@@ -18,6 +18,8 @@
 #   "daemon" (cuzk daemon with GPU metrics: scrape /metrics during a bench batch)
 #   "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
 #   "full" (32GiB/64GiB shape-only C1s against in-memory timing parameters, below),
+#   "fullbase" (supraseal-c2 on the first partitions of that circuit, then cuzk, on
+#   the same timing-parameter file and C1, below),
 #   "kinds" (tests/post_update.rs on this host's backend: WinningPoSt, WindowPoSt and
 #   SnapDeals proofs checked by filecoin-proofs' verifiers) and "deadline" (`cuzk
 #   bench deadline`: WinningPoSt / WindowPoSt-partition latency alone and under a
@@ -75,22 +77,32 @@ if [[ " $PHASES " == *" bench "* ]]; then
     IFS=: read -r AD BD <<< "${DENSITY:-1.0:1.0}"
     for pair in ${BENCH:-20:10 22:10}; do
         IFS=: read -r K N <<< "$pair"
-        P=/tmp/cuzk-params/syn-$K-$AD-$BD.params
+        # TIMING=1: TEST-ONLY timing parameters (minutes at 2^27 instead of hours;
+        # nothing verifies, the two sides' digests are the check) and Verify off.
+        TS=""; [ "${TIMING:-0}" = 1 ] && TS="-timing"
+        P=/tmp/cuzk-params/syn-$K-$AD-$BD$TS.params
         if [ ! -f "$P" ]; then
             t=$(date +%s%N)
-            "$D/cuzk" srs gen --synthetic "$K" --a-density "$AD" --b-density "$BD" --seed 7 --out "$P" > "$OUT/gen-$K.log" 2>&1
-            say "srs gen 2^$K: $(( ($(date +%s%N) - t) / 1000000 )) ms rc=$?"
+            # shellcheck disable=SC2046
+            "$D/cuzk" srs gen --synthetic "$K" --a-density "$AD" --b-density "$BD" --seed 7 --out "$P" \
+                $([ -n "$TS" ] && echo --timing) > "$OUT/gen-$K.log" 2>&1
+            grc=$?
+            say "srs gen 2^$K$TS: $(( ($(date +%s%N) - t) / 1000000 )) ms rc=$grc $(grep -E '^TIMING' "$OUT/gen-$K.log")"
         fi
         # BENCH_VARIANTS: "default", "buffers1" (one staging buffer per device: upload
-        # and compute in turn), run in the order given, each in its own process.
+        # and compute in turn), "streamed" (backend.srs_resident = false), run in the
+        # order given, each in its own process.
         k=0
         for V in ${BENCH_VARIANTS:-default}; do
             k=$((k + 1))
             CFGV="$OUT/bench-$V.toml"
             case "$V" in
                 buffers1) printf '[backend]\nkind = "gpu"\ndevice_buffers = 1\n' > "$CFGV" ;;
+                # Parameters streamed from host memory for every MSM, not resident.
+                streamed) printf '[backend]\nkind = "gpu"\nsrs_resident = false\n' > "$CFGV" ;;
                 *) cp "$GPUCFG" "$CFGV" ;;
             esac
+            [ -n "$TS" ] && printf '[verify]\nenabled = false\n' >> "$CFGV"
             TAG="$K-x$N"; [ "${BENCH_VARIANTS:-default}" = default ] || TAG="$K-x$N-$V-$k"
             timeout "${BENCH_TIMEOUT:-300}" "$D/cuzk" bench --config "$CFGV" --log2 "$K" --count "$N" --a-density "$AD" --b-density "$BD" --params "$P" --seed 1 \
                 --trace "$OUT/trace-$TAG.json" --plot "$OUT/utilization-$TAG.svg" > "$OUT/bench-cuzk-$TAG.log" 2>&1
@@ -98,8 +110,12 @@ if [[ " $PHASES " == *" bench "* ]]; then
             grep -E "^bottleneck|^(h2d|ntt_h|msm_|stage |upload )" "$OUT/bench-cuzk-$TAG.log" | tee -a "$summary"
         done
         if [ "${BASELINE:-1}" = 1 ] && [ -x "$D/supraseal-bench" ]; then
-            "$D/supraseal-bench" "$P" $((1 << K)) 2 "$AD" "$BD" "$N" "${BATCH:-10}" 1 > "$OUT/bench-supraseal-$K-x$N.log" 2>&1
-            say "$(grep -E '^supraseal' "$OUT/bench-supraseal-$K-x$N.log" || tail -3 "$OUT/bench-supraseal-$K-x$N.log")"
+            # BASELINE_N: the baseline's proof count where it must be smaller than
+            # cuzk's (a 2^27 proof takes it over a minute); the digests compare only
+            # when the counts are equal.
+            BN=${BASELINE_N:-$N}
+            timeout "${BENCH_TIMEOUT:-300}" "$D/supraseal-bench" "$P" $((1 << K)) 2 "$AD" "$BD" "$BN" "${BATCH:-10}" 1 > "$OUT/bench-supraseal-$K-x$BN.log" 2>&1
+            say "$(grep -E '^supraseal' "$OUT/bench-supraseal-$K-x$BN.log" | tr '\n' ' ' || tail -3 "$OUT/bench-supraseal-$K-x$BN.log")"
         fi
     done
 fi
@@ -282,6 +298,67 @@ if [[ " $PHASES " == *" full "* ]]; then
         kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
         say "full $SZ x${FULL_COUNT:-2} rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^TIMING|^cuzk|^stage busy|^ops|^pinned|^wall|^budget grid|^synth' "$L" | tr '\n' ' ')"
         say "full $SZ peak: $(tail -2 "$OUT/full-$SZ-mem.txt" | head -1); VRAM max $(cut -d, -f4 "$OUT/full-$SZ-nvml.csv" | sort -n | tail -1)"
+    done
+fi
+
+if [[ " $PHASES " == *" fullbase "* ]]; then
+    # The baseline on the real 32GiB/64GiB circuit, where filecoin-proofs'
+    # seal_commit_phase2 cannot run here (its vanilla sanity check refuses a shape-only
+    # C1; ten partitions at once do not fit 128 GiB): timing parameters written as a
+    # file (`srs gen --porep SZ --timing`), the shape-only C1 of "full", then
+    # porep-baseline --partitions K (the first K partitions in one supraseal-c2 batch,
+    # unchecked) for K in FULLBASE_K="1", then cuzk on the same file and C1
+    # (FULLBASE_COUNT=1 proofs, Verify off, timeout FULL_TIMEOUT). Samples RSS and NVML
+    # as "full" does.
+    PB="$D/porep-baseline"
+    if [ ! -x "$PB" ] && [ -f "$PB.gz" ]; then
+        gzip -dc "$PB.gz" > /tmp/porep-baseline && chmod +x /tmp/porep-baseline && PB=/tmp/porep-baseline
+    fi
+    sample() { # LOG-PREFIX PID: RSS of PID's child (or PID), free memory, every 500 ms
+        local t0; t0=$(date +%s)
+        while kill -0 "$2" 2>/dev/null; do
+            local c; c=$(pgrep -P "$2" | head -1)
+            echo "$(( $(date +%s) - t0 )) $(grep -E 'VmHWM|VmRSS' "/proc/${c:-$2}/status" 2>/dev/null | tr -s ' \n' ' ') $(free -g | awk '/Mem:/{print "used_g", $3, "avail_g", $7}')" >> "$1-mem.txt"
+            sleep 0.5
+        done
+    }
+    for SZ in ${FULL_SIZES:-32GiB}; do
+        TP=/tmp/cuzk-params/timing-$SZ
+        if [ ! -f "$TP/.done" ]; then
+            t=$(date +%s)
+            "$D/cuzk" srs gen --porep "$SZ" --timing --seed 1 --cache "$TP" > "$OUT/fullbase-gen-$SZ.log" 2>&1 && touch "$TP/.done"
+            say "srs gen --porep $SZ --timing rc=$? ($(( $(date +%s) - t )) s): $(tr '\n' ' ' < "$OUT/fullbase-gen-$SZ.log")"
+        fi
+        C1=/tmp/cuzk-c1-shape-$SZ
+        [ -f "$C1/meta.json" ] || "$D/cuzk" gen-c1 --shape-only --sector-size "$SZ" --seed 1 --out "$C1" > "$OUT/full-c1-$SZ.log" 2>&1
+        nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 500 \
+            > "$OUT/fullbase-$SZ-nvml.csv" 2>/dev/null &
+        SMI=$!
+        for K in ${FULLBASE_K:-1}; do
+            [ -x "$PB" ] || { say "porep-baseline: not in $D (WITH_POREP_BASELINE=1 scripts/gpu-dist.sh)"; break; }
+            L="$OUT/fullbase-$SZ-baseline-k$K.log"
+            t=$(date +%s)
+            echo "baseline k=$K starts at $(date +%s.%N)" >> "$OUT/fullbase-$SZ-events.txt"
+            timeout "${BENCH_TIMEOUT:-300}" "$PB" --c1 "$C1/c1.json" --param-cache "$TP" --partitions "$K" --count 1 > "$L" 2>&1 &
+            sample "$OUT/fullbase-$SZ-baseline-k$K" $!
+            wait $!; rc=$?
+            say "fullbase $SZ porep-baseline --partitions $K rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^baseline|^proof|error' "$L" | tr '\n' ' ')"
+        done
+        if [ "${FULLBASE_CUZK:-1}" = 1 ]; then
+            CFG=$OUT/fullbase-$SZ.toml
+            printf '[backend]\nkind = "gpu"\n[verify]\nenabled = false\n[synthesize]\nsave_recordings = false\n' > "$CFG"
+            PID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
+            SID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
+            L="$OUT/fullbase-$SZ-cuzk.log"
+            t=$(date +%s)
+            echo "cuzk starts at $(date +%s.%N)" >> "$OUT/fullbase-$SZ-events.txt"
+            RUST_LOG=info timeout "${FULL_TIMEOUT:-3000}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" \
+                --sector-id "$SID" --param-cache "$TP" --count "${FULLBASE_COUNT:-1}" --seed 1 > "$L" 2>&1 &
+            sample "$OUT/fullbase-$SZ-cuzk" $!
+            wait $!; rc=$?
+            say "fullbase $SZ cuzk x${FULLBASE_COUNT:-1} rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^cuzk|^stage busy|^ops|^pinned|^wall' "$L" | tr '\n' ' ')"
+        fi
+        kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
     done
 fi
 

@@ -18,6 +18,14 @@
 //! Neither carries the prover id: it comes from `--prover-id`, else from the
 //! `meta.json` that `cuzk gen-c1` writes next to `c1.json` (which also gives the
 //! sector id; the wrapper's `SectorNum` is used when there is no meta.json).
+//!
+//! `--partitions K` proves only the first K partitions of the C1, in one call
+//! (`seal_commit_phase2_circuit_proofs`: bellperson synthesizes the K circuits in
+//! parallel, supraseal-c2 proves them as one batch). That call runs neither the
+//! vanilla sanity check nor `verify_seal`, so it accepts a shape-only C1 and TEST-ONLY
+//! timing parameters: the baseline on the real 32GiB/64GiB circuit without a sealed
+//! sector, where ten partitions at once would not fit the host. Such proofs are not
+//! verified (and from a shape-only C1 could not be).
 
 #![deny(unsafe_code)]
 
@@ -28,11 +36,11 @@ use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
 use base64::Engine as _;
-use filecoin_proofs_api::seal::{seal_commit_phase2, SealCommitPhase1Output};
+use filecoin_proofs_api::seal::{seal_commit_phase2, seal_commit_phase2_circuit_proofs, SealCommitPhase1Output};
 use filecoin_proofs_api::SectorId;
 
 const USAGE: &str = "usage: porep-baseline --c1 FILE --param-cache DIR [--count N] [--threads T] \
-                     [--warmup W] [--prover-id HEX] [--sector-id N]";
+                     [--warmup W] [--prover-id HEX] [--sector-id N] [--partitions K]";
 
 struct Args {
     c1: PathBuf,
@@ -42,12 +50,15 @@ struct Args {
     warmup: usize,
     prover_id: Option<String>,
     sector_id: Option<u64>,
+    /// Prove only the first K partitions, unchecked (see the module docs).
+    partitions: Option<usize>,
 }
 
 fn parse_args() -> Result<Args> {
     let mut it = std::env::args().skip(1);
     let (mut c1, mut param_cache, mut count, mut threads, mut warmup, mut prover_id, mut sector_id) =
         (None, None, 1usize, 1usize, 0usize, None, None);
+    let mut partitions = None;
     while let Some(flag) = it.next() {
         if flag == "-h" || flag == "--help" {
             println!("{USAGE}");
@@ -63,6 +74,7 @@ fn parse_args() -> Result<Args> {
             "--warmup" => warmup = num(&value)? as usize,
             "--prover-id" => prover_id = Some(value),
             "--sector-id" => sector_id = Some(num(&value)?),
+            "--partitions" => partitions = Some(num(&value)? as usize),
             _ => bail!("unknown argument {flag}\n{USAGE}"),
         }
     }
@@ -70,7 +82,8 @@ fn parse_args() -> Result<Args> {
     let param_cache = param_cache.with_context(|| format!("--param-cache is required\n{USAGE}"))?;
     ensure!(count >= 1, "--count must be at least 1");
     ensure!(threads >= 1, "--threads must be at least 1");
-    Ok(Args { c1, param_cache, count, threads: threads.min(count), warmup, prover_id, sector_id })
+    ensure!(partitions != Some(0), "--partitions must be at least 1");
+    Ok(Args { c1, param_cache, count, threads: threads.min(count), warmup, prover_id, sector_id, partitions })
 }
 
 /// The first key of a JSON object (to tell the wrapper from the plain output).
@@ -117,6 +130,21 @@ fn parse_hex32(s: &str) -> Result<[u8; 32]> {
     Ok(out)
 }
 
+/// The C1 output with only its first `k` partitions' vanilla proofs (the enum's one
+/// variant holds a list per partition).
+fn first_partitions(c1: &SealCommitPhase1Output, k: usize) -> Result<SealCommitPhase1Output> {
+    let mut v = serde_json::to_value(c1).context("re-encoding the C1 output")?;
+    let by_kind = v["vanilla_proofs"].as_object_mut().context("C1 output: vanilla_proofs is not an object")?;
+    let parts = by_kind
+        .values_mut()
+        .next()
+        .and_then(|p| p.as_array_mut())
+        .context("C1 output: vanilla_proofs holds no partition list")?;
+    ensure!(k <= parts.len(), "--partitions {k}: the C1 output has {} partitions", parts.len());
+    parts.truncate(k);
+    serde_json::from_value(v).context("C1 output with fewer partitions")
+}
+
 /// Peak resident set size (VmHWM) in kB.
 fn peak_rss_kb() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -150,6 +178,20 @@ fn run() -> Result<()> {
         .or(wrapper_sector)
         .context("no --sector-id, no sector_id in meta.json and no wrapper SectorNum")?;
 
+    let c1 = match a.partitions {
+        Some(k) => first_partitions(&c1, k)?,
+        None => c1,
+    };
+    let unchecked = a.partitions.is_some();
+    // `seal_commit_phase2`, or for --partitions the first K partitions unchecked.
+    let prove = |c1: SealCommitPhase1Output| -> Result<usize> {
+        let sector = SectorId::from(sector_id);
+        Ok(if unchecked {
+            seal_commit_phase2_circuit_proofs(c1, sector)?.proof.len()
+        } else {
+            seal_commit_phase2(c1, prover_id, sector)?.proof.len()
+        })
+    };
     let proof = c1.registered_proof;
     let params = proof.cache_params_path().context("naming the parameter file")?;
     let vk = proof.cache_verifying_key_path().context("naming the verifying key file")?;
@@ -158,10 +200,16 @@ fn run() -> Result<()> {
         ensure!(f.is_file(), "{} is missing (`cuzk srs gen --porep <size> --cache DIR` makes it)", f.display());
     }
     println!(
-        "porep-baseline: {:?} ({} partition(s)), prover id {prover_hex}, sector {sector_id}, params {} ({:.2} GB), \
+        "porep-baseline: {:?} ({}), prover id {prover_hex}, sector {sector_id}, params {} ({:.2} GB), \
          count {}, threads {}",
         proof,
-        proof.partitions(),
+        match a.partitions {
+            Some(k) => format!(
+                "the first {k} of {} partitions, unchecked: no vanilla sanity check, not verified",
+                proof.partitions()
+            ),
+            None => format!("{} partition(s)", proof.partitions()),
+        },
         params.display(),
         std::fs::metadata(&params).map(|m| m.len()).unwrap_or(0) as f64 / 1e9,
         a.count,
@@ -171,8 +219,7 @@ fn run() -> Result<()> {
     if a.warmup > 0 {
         let w = Instant::now();
         for i in 0..a.warmup {
-            seal_commit_phase2(c1.clone(), prover_id, SectorId::from(sector_id))
-                .with_context(|| format!("warm-up proof {i}"))?;
+            prove(c1.clone()).with_context(|| format!("warm-up proof {i}"))?;
         }
         println!("warm-up: {} proof(s) in {:.3}s (not timed below)", a.warmup, w.elapsed().as_secs_f64());
     }
@@ -182,7 +229,7 @@ fn run() -> Result<()> {
     let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for t in 0..a.threads {
-            let (c1, done, failures, start) = (&c1, &done, &failures, start);
+            let (c1, done, failures, start, prove) = (&c1, &done, &failures, start, &prove);
             let count = a.count;
             let threads = a.threads;
             std::thread::Builder::new()
@@ -191,9 +238,7 @@ fn run() -> Result<()> {
                     for i in (t..count).step_by(threads) {
                         let t0 = Instant::now();
                         // A panic inside filecoin-proofs/supraseal is reported like an error.
-                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            seal_commit_phase2(c1.clone(), prover_id, SectorId::from(sector_id))
-                        }))
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prove(c1.clone())))
                         .unwrap_or_else(|p| {
                             let msg = p
                                 .downcast_ref::<String>()
@@ -204,10 +249,10 @@ fn run() -> Result<()> {
                         });
                         let (took, at) = (t0.elapsed().as_secs_f64(), start.elapsed().as_secs_f64());
                         match r {
-                            Ok(out) => {
+                            Ok(len) => {
                                 println!(
-                                    "proof {i} thread {t}: {took:.3}s (done at {at:.3}s, {} bytes, verified)",
-                                    out.proof.len()
+                                    "proof {i} thread {t}: {took:.3}s (done at {at:.3}s, {len} bytes, {})",
+                                    if unchecked { "not verified" } else { "verified" }
                                 );
                                 done.lock().unwrap().push(at);
                             }
