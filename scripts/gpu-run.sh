@@ -307,7 +307,7 @@ if [[ " $PHASES " == *" fullbase "* ]]; then
     # C1; ten partitions at once do not fit 128 GiB): timing parameters written as a
     # file (`srs gen --porep SZ --timing`), the shape-only C1 of "full", then
     # porep-baseline --partitions K (the first K partitions in one supraseal-c2 batch,
-    # unchecked) for K in FULLBASE_K="1", then cuzk on the same file and C1
+    # unchecked) for K in FULLBASE_K="1" ("" runs none), then cuzk on the same file and C1
     # (FULLBASE_COUNT=1 proofs, Verify off, timeout FULL_TIMEOUT). Samples RSS and NVML
     # as "full" does.
     PB="$D/porep-baseline"
@@ -334,7 +334,7 @@ if [[ " $PHASES " == *" fullbase "* ]]; then
         nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 500 \
             > "$OUT/fullbase-$SZ-nvml.csv" 2>/dev/null &
         SMI=$!
-        for K in ${FULLBASE_K:-1}; do
+        for K in ${FULLBASE_K-1}; do
             [ -x "$PB" ] || { say "porep-baseline: not in $D (WITH_POREP_BASELINE=1 scripts/gpu-dist.sh)"; break; }
             L="$OUT/fullbase-$SZ-baseline-k$K.log"
             t=$(date +%s)
