@@ -38,6 +38,27 @@ PHASES=${PHASES:-tests bench}
 summary="$OUT/summary.txt"
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
+# sample FILE PID: until PID exits, every 500 ms, seconds since the start, the
+# VmHWM/VmRSS of PID's child (PID is `timeout`) or of PID, and the host's free memory.
+sample() {
+    local t0 c; t0=$(date +%s)
+    while kill -0 "$2" 2>/dev/null; do
+        c=$(pgrep -P "$2" | head -1)
+        echo "$(( $(date +%s) - t0 )) $(grep -E 'VmHWM|VmRSS' "/proc/${c:-$2}/status" 2>/dev/null | tr -s ' \n' ' ') $(free -g | awk '/Mem:/{print "used_g", $3, "avail_g", $7}')" >> "$1"
+        sleep 0.5
+    done
+}
+# meta_ids C1DIR: PID and SID from the meta.json `cuzk gen-c1` wrote.
+meta_ids() {
+    PID=$(python3 -c "import json;print(json.load(open('$1/meta.json'))['prover_id'])")
+    SID=$(python3 -c "import json;print(json.load(open('$1/meta.json'))['sector_id'])")
+}
+# PB: the PoRep baseline binary (gpu-dist.sh ships it gzipped, for its size).
+PB="$D/porep-baseline"
+if [ ! -x "$PB" ] && [ -f "$PB.gz" ]; then
+    gzip -dc "$PB.gz" > /tmp/porep-baseline && chmod +x /tmp/porep-baseline
+    PB=/tmp/porep-baseline
+fi
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 say "gpu: $(cat "$OUT/gpu.txt" | head -2 | tr '\n' ';') cores: $(nproc)"
@@ -148,8 +169,7 @@ porep_inputs() {
     if [ ! -f "$C1/meta.json" ]; then
         "$D/cuzk" gen-c1 --sector-size "$1" --seed 1 --out "$C1" > "$OUT/porep-c1-$1.log" 2>&1
     fi
-    PID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
-    SID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
+    meta_ids "$C1"
 }
 
 if [[ " $PHASES " == *" porep "* ]]; then
@@ -268,8 +288,7 @@ if [[ " $PHASES " == *" full "* ]]; then
             "$D/cuzk" gen-c1 --shape-only --sector-size "$SZ" --seed 1 --out "$C1" > "$OUT/full-c1-$SZ.log" 2>&1
             say "gen-c1 --shape-only $SZ rc=$? ($(( $(date +%s) - t )) s)"
         fi
-        PID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
-        SID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
+        meta_ids "$C1"
         CFG=$OUT/full-$SZ.toml
         # No saved recording: at 32GiB it is a 7.4 GB file on a 64 GiB disk.
         printf "[backend]\nkind = \"gpu\"\n${FULL_EXTRA:-[synthesize]\nsave_recordings = false\n}" > "$CFG"
@@ -288,12 +307,7 @@ if [[ " $PHASES " == *" full "* ]]; then
         env RUST_LOG="${FULL_LOG:-info}" ${FULL_ENV:-} timeout "${FULL_TIMEOUT:-3000}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" \
             --prover-id "$PID" --sector-id "$SID" --timing-params --seed 1 "${RUNARGS[@]}" > "$L" 2>&1 &
         P=$!
-        while kill -0 $P 2>/dev/null; do
-            # $P is `timeout`; the prover is its child.
-            C=$(pgrep -P "$P" | head -1)
-            echo "$(( $(date +%s) - t )) $(grep -E 'VmHWM|VmRSS' "/proc/${C:-$P}/status" 2>/dev/null | tr -s ' \n' ' ') $(free -g | awk '/Mem:/{print "used_g", $3, "avail_g", $7}')" >> "$OUT/full-$SZ-mem.txt"
-            sleep 0.5
-        done
+        sample "$OUT/full-$SZ-mem.txt" $P
         wait $P; rc=$?
         kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
         say "full $SZ x${FULL_COUNT:-2} rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^TIMING|^cuzk|^stage busy|^ops|^pinned|^wall|^budget grid|^synth' "$L" | tr '\n' ' ')"
@@ -310,18 +324,6 @@ if [[ " $PHASES " == *" fullbase "* ]]; then
     # unchecked) for K in FULLBASE_K="1" ("" runs none), then cuzk on the same file and C1
     # (FULLBASE_COUNT=1 proofs, Verify off, timeout FULL_TIMEOUT). Samples RSS and NVML
     # as "full" does.
-    PB="$D/porep-baseline"
-    if [ ! -x "$PB" ] && [ -f "$PB.gz" ]; then
-        gzip -dc "$PB.gz" > /tmp/porep-baseline && chmod +x /tmp/porep-baseline && PB=/tmp/porep-baseline
-    fi
-    sample() { # LOG-PREFIX PID: RSS of PID's child (or PID), free memory, every 500 ms
-        local t0; t0=$(date +%s)
-        while kill -0 "$2" 2>/dev/null; do
-            local c; c=$(pgrep -P "$2" | head -1)
-            echo "$(( $(date +%s) - t0 )) $(grep -E 'VmHWM|VmRSS' "/proc/${c:-$2}/status" 2>/dev/null | tr -s ' \n' ' ') $(free -g | awk '/Mem:/{print "used_g", $3, "avail_g", $7}')" >> "$1-mem.txt"
-            sleep 0.5
-        done
-    }
     for SZ in ${FULL_SIZES:-32GiB}; do
         TP=/tmp/cuzk-params/timing-$SZ
         if [ ! -f "$TP/.done" ]; then
@@ -340,21 +342,20 @@ if [[ " $PHASES " == *" fullbase "* ]]; then
             t=$(date +%s)
             echo "baseline k=$K starts at $(date +%s.%N)" >> "$OUT/fullbase-$SZ-events.txt"
             timeout "${BENCH_TIMEOUT:-300}" "$PB" --c1 "$C1/c1.json" --param-cache "$TP" --partitions "$K" --count 1 > "$L" 2>&1 &
-            sample "$OUT/fullbase-$SZ-baseline-k$K" $!
+            sample "$OUT/fullbase-$SZ-baseline-k$K-mem.txt" $!
             wait $!; rc=$?
             say "fullbase $SZ porep-baseline --partitions $K rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^baseline|^proof|error' "$L" | tr '\n' ' ')"
         done
         if [ "${FULLBASE_CUZK:-1}" = 1 ]; then
             CFG=$OUT/fullbase-$SZ.toml
             printf '[backend]\nkind = "gpu"\n[verify]\nenabled = false\n[synthesize]\nsave_recordings = false\n' > "$CFG"
-            PID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['prover_id'])")
-            SID=$(python3 -c "import json;print(json.load(open('$C1/meta.json'))['sector_id'])")
+            meta_ids "$C1"
             L="$OUT/fullbase-$SZ-cuzk.log"
             t=$(date +%s)
             echo "cuzk starts at $(date +%s.%N)" >> "$OUT/fullbase-$SZ-events.txt"
             RUST_LOG=info timeout "${FULL_TIMEOUT:-3000}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" \
                 --sector-id "$SID" --param-cache "$TP" --count "${FULLBASE_COUNT:-1}" --seed 1 > "$L" 2>&1 &
-            sample "$OUT/fullbase-$SZ-cuzk" $!
+            sample "$OUT/fullbase-$SZ-cuzk-mem.txt" $!
             wait $!; rc=$?
             say "fullbase $SZ cuzk x${FULLBASE_COUNT:-1} rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^cuzk|^stage busy|^ops|^pinned|^wall' "$L" | tr '\n' ' ')"
         fi
@@ -365,11 +366,6 @@ fi
 if [[ " $PHASES " == *" porepbase "* ]]; then
     # The baseline on the same parameters and C1: filecoin-proofs seal_commit_phase2
     # with supraseal-c2, sequential, then from POREP_THREADS threads in one process.
-    # gpu-dist.sh ships it gzipped (its size).
-    PB="$D/porep-baseline"
-    if [ ! -x "$PB" ] && [ -f "$PB.gz" ]; then
-        gzip -dc "$PB.gz" > /tmp/porep-baseline && chmod +x /tmp/porep-baseline && PB=/tmp/porep-baseline
-    fi
     for SZ in ${POREP_SIZES:-2KiB}; do
         [ -x "$PB" ] || { say "porep-baseline: not in $D (WITH_POREP_BASELINE=1 scripts/gpu-dist.sh)"; break; }
         porep_inputs "$SZ"

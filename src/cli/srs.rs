@@ -147,30 +147,15 @@ fn gen_synthetic_timing(spec: SyntheticSpec, seed: Option<u64>, out: &Path) -> R
         "{} exists: timing parameters never replace a parameter file (it may be a real one)",
         out.display()
     );
-    let t = Instant::now();
-    let shape = cuzk::synth::shape_of(SyntheticCircuit::new(spec, 0)?)?;
-    let shape_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let key = cuzk::srs::generate_timing(&shape, seed.unwrap_or_else(rand::random));
-    let points_s = t.elapsed().as_secs_f64();
+    let what = format!("the synthetic circuit (A density {}, B density {})", spec.a_density, spec.b_density);
+    let key = timing_key(&what, SyntheticCircuit::new(spec, 0)?, seed.unwrap_or_else(rand::random))?;
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let t = Instant::now();
     key.write(out)?;
     println!(
-        "TIMING PARAMETERS (test-only; proofs made with them never verify) for the synthetic circuit of {} \
-         constraints (domain 2^{}, A density {}, B density {}): {} inputs, {} aux, A {} / B {} points, {}; \
-         shape {shape_s:.1} s, points {points_s:.1} s, written to {} in {:.1} s",
-        spec.constraints,
-        shape.domain_log2(),
-        spec.a_density,
-        spec.b_density,
-        shape.inputs,
-        shape.aux,
-        shape.a_query,
-        shape.b_query,
-        fmt_bytes(key.heap_bytes()),
+        "{} written in {:.1} s (TIMING PARAMETERS: proofs never verify)",
         out.display(),
         t.elapsed().as_secs_f64()
     );
@@ -219,14 +204,19 @@ pub(super) fn gen_circuit(proof: cuzk::filecoin::CircuitId, cache: Option<PathBu
 /// circuit's shape (no witness, no recording), then chains of additions
 /// (`cuzk_srs::generate_timing`). Says what it did and how long each part took.
 pub fn porep_timing_key(proof: cuzk::filecoin::RegisteredSealProof, seed: u64) -> Result<ProvingKey> {
-    use cuzk::filecoin as fil;
+    timing_key(&format!("{proof:?}"), cuzk::filecoin::blank_circuit(proof)?, seed)
+}
+
+/// TEST-ONLY timing parameters for `circuit` (its shape, then chains of additions),
+/// announced as such with their sizes and how long each part took.
+fn timing_key<C: bellperson::Circuit<blstrs::Scalar>>(what: &str, circuit: C, seed: u64) -> Result<ProvingKey> {
     let t = Instant::now();
-    let shape = cuzk::synth::shape_of(fil::blank_circuit(proof)?)?;
+    let shape = cuzk::synth::shape_of(circuit)?;
     let shape_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let key = cuzk::srs::generate_timing(&shape, seed);
     println!(
-        "TIMING PARAMETERS (test-only; proofs made with them never verify) for {proof:?}: {} constraints \
+        "TIMING PARAMETERS (test-only; proofs made with them never verify) for {what}: {} constraints \
          (domain 2^{}), {} inputs, {} aux, A {} / B {} points, {}; shape {shape_s:.1} s, points {:.1} s",
         shape.constraints,
         shape.domain_log2(),
