@@ -670,7 +670,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     // The device split uses the lists in the buffer; they must be the inputs' own.
     bool split = srs && in->ones[0];
     if (split) {
-        if (!st->lists || split_lists(in, ws->lg) != true)
+        if (!st->lists || !split_lists(in, ws->lg))
             throw cuda_error(cudaErrorInvalidValue, std::string("bit-split lists were not staged"));
         for (int k = 0; k < 3; k++)
             if (st->nones[k] != in->nones[k] || st->nrest[k] != in->nrest[k])
