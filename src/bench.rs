@@ -146,7 +146,9 @@ pub struct Verdict {
 }
 
 /// The stage with the highest utilization (busy time over its worker capacity) is
-/// the bottleneck; the reason says how busy it was and what waited on it.
+/// the bottleneck; the reason says how busy it was and what waited on it. Busy time
+/// excludes what a stage spent blocked on the stage after it (StagePcie waiting for
+/// a free staging buffer), which the reason names when it is significant.
 pub fn verdict(snap: &EngineSnapshot, wall: Duration) -> Option<Verdict> {
     let mut active: Vec<_> = snap.stages.iter().filter(|s| s.received > 0).collect();
     active.sort_by(|a, b| b.utilization(wall).total_cmp(&a.utilization(wall)));
@@ -177,6 +179,17 @@ pub fn verdict(snap: &EngineSnapshot, wall: Duration) -> Option<Verdict> {
     if let Some(next) = active.get(1) {
         reason += &format!("; next busiest: {} at {:.0}%", next.stage, next.utilization(wall) * 100.0);
     }
+    // Time a stage spent blocked on the one after it is not in its busy time; said
+    // when it is a tenth of the run or more.
+    for s in snap.stages.iter().filter(|s| !s.blocked.is_zero() && s.blocked >= wall / 10) {
+        let what = if s.stage == crate::StageName::StagePcie { " for a free device staging buffer" } else { "" };
+        let next = crate::StageName::ALL.get(s.stage.index() + 1).map_or("downstream".into(), |n| n.to_string());
+        reason += &format!(
+            "; {} waited {:.1} s{what} (backpressure from {next}, not counted as busy)",
+            s.stage,
+            s.blocked.as_secs_f64()
+        );
+    }
     let budget_wait = snap.stages.iter().map(|s| s.budget_wait).sum::<Duration>();
     if budget_wait > wall / 10 {
         reason += &format!(
@@ -194,19 +207,20 @@ pub fn verdict(snap: &EngineSnapshot, wall: Duration) -> Option<Verdict> {
 /// The per-stage table `cuzk bench` prints.
 pub fn stage_table(snap: &EngineSnapshot, wall: Duration) -> String {
     let mut out = format!(
-        "{:<12} {:>7} {:>6} {:>9} {:>12} {:>12} {:>6} {:>10}\n",
-        "stage", "workers", "items", "busy s", "queue wait s", "budget wait", "util", "peak queue"
+        "{:<12} {:>7} {:>6} {:>9} {:>9} {:>12} {:>12} {:>6} {:>10}\n",
+        "stage", "workers", "items", "busy s", "blocked s", "queue wait s", "budget wait", "util", "peak queue"
     );
     for s in &snap.stages {
         if s.received == 0 && s.stage == crate::StageName::Verify {
             continue;
         }
         out += &format!(
-            "{:<12} {:>7} {:>6} {:>9.2} {:>12.2} {:>12.2} {:>5.0}% {:>6}/{:<3}\n",
+            "{:<12} {:>7} {:>6} {:>9.2} {:>9.2} {:>12.2} {:>12.2} {:>5.0}% {:>6}/{:<3}\n",
             s.stage.as_str(),
             s.workers,
             s.completed,
             s.busy.as_secs_f64(),
+            s.blocked.as_secs_f64(),
             s.queue_wait.as_secs_f64(),
             s.budget_wait.as_secs_f64(),
             s.utilization(wall) * 100.0,
@@ -236,4 +250,81 @@ pub fn ops_table(ops: &[(&'static str, Duration)], count: usize) -> String {
 /// Human-readable bytes.
 pub fn fmt_bytes(b: u64) -> String {
     cuzk_actors::ByteSize(b).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        actors::{budget::BudgetSnapshot, tracker::JobCounts, StageSnapshot},
+        StageName,
+    };
+
+    fn stage(stage: StageName, busy: Duration, blocked: Duration, wall: Duration) -> StageSnapshot {
+        StageSnapshot {
+            stage,
+            workers: 1,
+            queue_capacity: 4,
+            received: 10,
+            completed: 10,
+            emitted: 10,
+            failed: 0,
+            cancelled: 0,
+            panics: 0,
+            restarts: 0,
+            busy,
+            blocked,
+            queue_wait: Duration::ZERO,
+            budget_wait: Duration::ZERO,
+            queue_len: 0,
+            queue_peak: 1,
+            pushed: 10,
+            popped: 10,
+            reserved_bytes: 0,
+            in_flight: 0,
+            in_flight_peak: 1,
+            active_window: wall,
+        }
+    }
+
+    /// StagePcie waiting for staging buffers is not its work: ProveGpu is named, and
+    /// the wait is said in the verdict and shown in the table.
+    #[test]
+    fn blocked_time_is_not_busy_and_is_named() {
+        let wall = Duration::from_secs(100);
+        let s = |n, busy, blocked| stage(n, Duration::from_secs(busy), Duration::from_secs(blocked), wall);
+        let snap = EngineSnapshot {
+            backend: "cuda",
+            uptime: wall,
+            stages: vec![
+                s(StageName::Synthesize, 40, 0),
+                s(StageName::StagePcie, 20, 75),
+                s(StageName::ProveGpu, 90, 0),
+            ],
+            host_budget: BudgetSnapshot {
+                name: "host",
+                capacity: 1,
+                used: 0,
+                peak: 0,
+                waiting: 0,
+                grants: 0,
+                waits: 0,
+            },
+            jobs: JobCounts::default(),
+            pinned: None,
+            devices: Vec::new(),
+            precompiled_bytes: 0,
+        };
+        let v = verdict(&snap, wall).unwrap();
+        assert_eq!(v.stage, StageName::ProveGpu, "{v:?}");
+        assert!(
+            v.reason.contains("stage_pcie waited 75.0 s for a free device staging buffer (backpressure from prove_gpu"),
+            "{}",
+            v.reason
+        );
+        let table = stage_table(&snap, wall);
+        assert!(table.lines().next().unwrap().contains("blocked s"), "{table}");
+        let pcie = table.lines().find(|l| l.starts_with("stage_pcie")).unwrap();
+        assert!(pcie.contains("20.00") && pcie.contains("75.00"), "{pcie}");
+    }
 }

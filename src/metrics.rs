@@ -115,7 +115,7 @@ fn rss() -> Option<u64> {
 pub fn render(snap: &EngineSnapshot) -> String {
     let mut o = String::with_capacity(8 << 10);
     type Get = fn(&crate::actors::StageSnapshot) -> f64;
-    let stage_metrics: [(&str, &str, &str, Get); 18] = [
+    let stage_metrics: [(&str, &str, &str, Get); 19] = [
         ("cuzk_stage_received_total", "counter", "Items taken from the stage's mailbox.", |s| s.received as f64),
         ("cuzk_stage_completed_total", "counter", "Items processed successfully.", |s| s.completed as f64),
         ("cuzk_stage_emitted_total", "counter", "Items sent downstream.", |s| s.emitted as f64),
@@ -123,7 +123,15 @@ pub fn render(snap: &EngineSnapshot) -> String {
         ("cuzk_stage_cancelled_total", "counter", "Items dropped because their job had ended.", |s| s.cancelled as f64),
         ("cuzk_stage_panics_total", "counter", "Panics caught in the stage's code.", |s| s.panics as f64),
         ("cuzk_stage_restarts_total", "counter", "Actor restarts by the supervisor.", |s| s.restarts as f64),
-        ("cuzk_stage_busy_seconds_total", "counter", "Processing time summed over workers.", |s| s.busy.as_secs_f64()),
+        ("cuzk_stage_busy_seconds_total", "counter", "Processing time summed over workers, less blocked time.", |s| {
+            s.busy.as_secs_f64()
+        }),
+        (
+            "cuzk_stage_blocked_seconds_total",
+            "counter",
+            "Time inside processing blocked on downstream backpressure (StagePcie: a free staging buffer).",
+            |s| s.blocked.as_secs_f64(),
+        ),
         ("cuzk_stage_queue_wait_seconds_total", "counter", "Time items waited in the queue.", |s| {
             s.queue_wait.as_secs_f64()
         }),

@@ -204,6 +204,8 @@ fn submit_await_cancel_status_metrics() {
         assert_eq!(m["cuzk_backend_info{backend=\"cpu\"}"], 1.0);
         for stage in ["ingest", "synthesize", "prepare_msm", "stage_pcie", "prove_gpu", "assemble"] {
             assert!(m.contains_key(&format!("cuzk_stage_queue_length{{stage=\"{stage}\"}}")), "{stage}");
+            // Nothing waits for staging buffers on the CPU backend.
+            assert_eq!(q("blocked_seconds_total", stage), 0.0, "{stage}");
         }
         // The same over HTTP.
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

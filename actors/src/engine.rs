@@ -23,7 +23,7 @@ use crate::{
     ingest::Ingest,
     metrics::StageSnapshot,
     runtime::{StageActor, StageControl, WorkItem},
-    services::select_backend,
+    services::{select_backend, SelectedBackend},
     timeline::Timeline,
     topology,
     tracker::{Cancel, Counts, FailAll, JobCounts, JobResult, JobTracker, Register},
@@ -149,6 +149,20 @@ impl Engine {
     pub fn start(cfg: Config) -> Result<Engine, EngineError> {
         cfg.validate()?;
         let backend = select_backend(&cfg.backend)?;
+        Self::start_on(cfg, backend)
+    }
+
+    /// [`Engine::start`] on a backend the caller built (an embedder's own, or a
+    /// test's), instead of the one `[backend]` selects.
+    ///
+    /// # Errors
+    /// [`EngineError`] for an invalid config or a failure to start.
+    pub fn start_with_backend(cfg: Config, backend: SelectedBackend) -> Result<Engine, EngineError> {
+        cfg.validate()?;
+        Self::start_on(cfg, backend)
+    }
+
+    fn start_on(cfg: Config, backend: SelectedBackend) -> Result<Engine, EngineError> {
         let backend_name = backend.backend.name();
         let backend_arc = backend.backend.clone();
         let kind_priority = cfg.ingest.priority.clone();

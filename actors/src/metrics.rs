@@ -26,6 +26,7 @@ pub struct StageMetrics {
     pub(crate) panics: AtomicU64,
     pub(crate) restarts: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
+    pub(crate) blocked_ns: AtomicU64,
     pub(crate) queue_wait_ns: AtomicU64,
     pub(crate) budget_wait_ns: AtomicU64,
     pub(crate) queue_len: AtomicU64,
@@ -55,6 +56,7 @@ impl StageMetrics {
             panics: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
+            blocked_ns: AtomicU64::new(0),
             queue_wait_ns: AtomicU64::new(0),
             budget_wait_ns: AtomicU64::new(0),
             queue_len: AtomicU64::new(0),
@@ -108,6 +110,7 @@ impl StageMetrics {
             panics: self.panics.load(Relaxed),
             restarts: self.restarts.load(Relaxed),
             busy: ns(&self.busy_ns),
+            blocked: ns(&self.blocked_ns),
             queue_wait: ns(&self.queue_wait_ns),
             budget_wait: ns(&self.budget_wait_ns),
             queue_len: self.queue_len.load(Relaxed),
@@ -140,8 +143,12 @@ pub struct StageSnapshot {
     pub cancelled: u64,
     pub panics: u64,
     pub restarts: u64,
-    /// Sum of processing time over all workers.
+    /// Sum of processing time over all workers, less `blocked`.
     pub busy: Duration,
+    /// Sum of time workers spent inside processing blocked on backpressure from
+    /// downstream, as the stage reported it (StagePcie: waiting for a free device
+    /// staging buffer, freed only as ProveGpu executes partitions). Not in `busy`.
+    pub blocked: Duration,
     /// Sum of time items waited in the queue.
     pub queue_wait: Duration,
     /// Sum of time workers waited for a memory reservation.

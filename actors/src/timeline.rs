@@ -27,6 +27,10 @@ pub enum SpanKind {
     /// A backend operation inside a stage's busy span (durations measured; laid out
     /// one after another in the order the stage reported them).
     Op(&'static str),
+    /// Time a stage worker spent inside its processing blocked on backpressure from
+    /// downstream (`WorkItem::blocked`), apart from its busy span: laid out right
+    /// after it, since only its length is measured. Not counted as utilization.
+    Blocked,
     /// A job from submission to its terminal result; `ok` false for failed/cancelled.
     Job { ok: bool },
 }
@@ -93,7 +97,8 @@ impl Timeline {
         }
     }
 
-    /// Records a stage worker's busy span and the operations timed inside it.
+    /// Records a stage worker's busy span, the operations timed inside it, and the
+    /// time it was blocked on backpressure (when any) as a span of its own after it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn record_stage(
         &self,
@@ -103,6 +108,7 @@ impl Timeline {
         partition: u32,
         started: Instant,
         busy: Duration,
+        blocked: Duration,
         ops: &[(&'static str, Duration)],
     ) {
         if !self.is_enabled() {
@@ -117,7 +123,8 @@ impl Timeline {
             at += d;
             s
         });
-        self.push(std::iter::once(span(SpanKind::Busy, start, busy)).chain(ops.collect::<Vec<_>>()));
+        let blocked = (!blocked.is_zero()).then(|| span(SpanKind::Blocked, start + busy, blocked));
+        self.push(std::iter::once(span(SpanKind::Busy, start, busy)).chain(ops.collect::<Vec<_>>()).chain(blocked));
     }
 
     /// Records a job from submission to its terminal result.
@@ -215,6 +222,7 @@ fn chrome_trace(spans: &[Span], dropped: u64) -> String {
                 let (pid, tid) = (stage.index() + 1, s.worker);
                 let (name, cat) = match kind {
                     SpanKind::Op(op) => ((*op).to_string(), "op"),
+                    SpanKind::Blocked => (format!("blocked: job {} p{}", s.job, s.partition), "blocked"),
                     _ => (format!("job {} p{}", s.job, s.partition), "busy"),
                 };
                 event(
@@ -339,7 +347,7 @@ mod tests {
     fn bounded_and_exported() {
         let t0 = Instant::now();
         let tl = Timeline::new(t0, true, 3);
-        tl.record_stage(StageName::Synthesize, 0, 1, 0, t0, Duration::from_millis(10), &[]);
+        tl.record_stage(StageName::Synthesize, 0, 1, 0, t0, Duration::from_millis(10), Duration::ZERO, &[]);
         tl.record_stage(
             StageName::ProveGpu,
             1,
@@ -347,6 +355,7 @@ mod tests {
             0,
             t0 + Duration::from_millis(10),
             Duration::from_millis(10),
+            Duration::ZERO,
             &[("ntt_h", Duration::from_millis(4)), ("msm_l", Duration::from_millis(6))],
         );
         // 4 spans into a buffer of 3: the oldest is dropped and counted.
@@ -370,8 +379,14 @@ mod tests {
         let t0 = Instant::now();
         let tl = Timeline::new(t0, true, 100);
         // Worker 0 busy for the whole 0..10 ms, worker 1 for the first half.
-        tl.record_stage(StageName::Synthesize, 0, 1, 0, t0, Duration::from_millis(10), &[]);
-        tl.record_stage(StageName::Synthesize, 1, 2, 0, t0, Duration::from_millis(5), &[]);
+        tl.record_stage(StageName::Synthesize, 0, 1, 0, t0, Duration::from_millis(10), Duration::ZERO, &[]);
+        // Worker 1's 5 ms blocked after its busy half are not utilization.
+        let blocked = Duration::from_millis(5);
+        tl.record_stage(StageName::Synthesize, 1, 2, 0, t0, Duration::from_millis(5), blocked, &[]);
+        let spans = tl.spans();
+        let b = spans.iter().find(|s| s.kind == SpanKind::Blocked).expect("a blocked span");
+        assert_eq!((b.start, b.dur, b.worker), (Duration::from_millis(5), blocked, 1), "after the busy span");
+        assert!(tl.chrome_trace().contains("\"cat\":\"blocked\""));
         let u = tl.utilization(2);
         let (stage, workers, frac) = &u.stages[0];
         assert_eq!((*stage, *workers), (StageName::Synthesize, 2));

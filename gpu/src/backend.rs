@@ -66,6 +66,17 @@ impl UploadedPartition {
     }
 }
 
+/// What [`Backend::stage`] did with a partition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Staged {
+    /// Whether the partition is in a device staging buffer now.
+    pub staged: bool,
+    /// Time spent waiting for a staging buffer to come free (every one held a
+    /// partition not yet executed: backpressure from execution, not transfer work).
+    /// Zero without `wait`. Counted whether or not a buffer came free in the end.
+    pub waited: Duration,
+}
+
 /// Time spent in each operation of [`Backend::execute`], in order.
 pub type OpTimings = Vec<(&'static str, Duration)>;
 
@@ -112,11 +123,12 @@ pub trait Backend: Send + Sync + 'static {
     /// not yet executed: the double buffer's backpressure. Urgent work passes
     /// `false` and never waits behind bulk partitions.
     ///
-    /// Returns whether it staged the partition. Never fails it: a partition that
-    /// could not be staged (no buffer free, no room for one, a failed copy) is
-    /// uploaded by `execute` itself, as without staging. The default stages nothing.
-    fn stage(&self, _uploaded: &mut UploadedPartition, _wait: bool) -> bool {
-        false
+    /// Returns whether it staged the partition and how long it waited for a free
+    /// buffer ([`Staged`]). Never fails it: a partition that could not be staged (no
+    /// buffer free, no room for one, a failed copy) is uploaded by `execute` itself,
+    /// as without staging. The default stages nothing and never waits.
+    fn stage(&self, _uploaded: &mut UploadedPartition, _wait: bool) -> Staged {
+        Staged::default()
     }
 
     /// Computes H by NTT and runs the MSMs against `srs`; B_G2 only if `with_b_g2`.

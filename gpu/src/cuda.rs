@@ -169,7 +169,7 @@ mod imp {
         pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedPool, PinnedStats},
         staging::Staging,
         Backend, DeviceStats, ErrorClass, Evals, HostPartition, InjectedFault, MsmResults, MsmScalars, ScalarBytes,
-        SplitScalars, UploadedPartition,
+        SplitScalars, Staged, UploadedPartition,
     };
 
     /// Whether this build has CUDA code.
@@ -645,9 +645,9 @@ mod imp {
             // in flight if it never ran), then its host and pinned memory.
         }
 
-        fn stage(&self, uploaded: &mut UploadedPartition, wait: bool) -> bool {
+        fn stage(&self, uploaded: &mut UploadedPartition, wait: bool) -> Staged {
             if uploaded.backend != self.name() || uploaded.staged.is_some() {
-                return false;
+                return Staged::default();
             }
             let arrays = Arrays::of(&uploaded.host, uploaded.pinned.as_ref(), true);
             let lg = arrays.lg;
@@ -658,7 +658,10 @@ mod imp {
                     && free >= need + self.opts.vram_margin
             };
             let healthy = |dev: usize| self.slots.health(dev) == crate::DeviceHealth::Healthy;
-            let Some(u) = self.staging.acquire(lg, healthy, fits, wait) else { return false };
+            let mut waited = Duration::ZERO;
+            let Some(u) = self.staging.acquire(lg, healthy, fits, wait, &mut waited) else {
+                return Staged { staged: false, waited };
+            };
             // The lists go up whenever the device split could use them; whether it
             // does is known at execution (it needs resident points).
             let inputs = inputs(&arrays, arrays.ptrs, arrays.device_split(), None);
@@ -671,7 +674,7 @@ mod imp {
                 warn!(device = u.device, code, error = %msg, "staging upload failed; the partition uploads when it runs");
             }
             uploaded.staged = self.staging.uploaded(u, queued.is_ok());
-            uploaded.staged.is_some()
+            Staged { staged: uploaded.staged.is_some(), waited }
         }
 
         fn ntt_on_host(&self) -> bool {

@@ -25,7 +25,9 @@ mod split;
 #[cfg(any(cuzk_cuda, test))]
 mod staging;
 
-pub use backend::{Backend, DeviceStats, Evals, HostCharge, HostPartition, MsmResults, OpTimings, UploadedPartition};
+pub use backend::{
+    Backend, DeviceStats, Evals, HostCharge, HostPartition, MsmResults, OpTimings, Staged, UploadedPartition,
+};
 pub use error::GpuError;
 pub use health::{classify, no_device_left, with_injected_fault, DeviceHealth, ErrorClass, InjectedFault};
 pub use split::{MsmScalars, SplitScalars};

@@ -206,7 +206,8 @@ impl<B: DeviceBuffer> Staging<B> {
     /// A buffer for a partition of domain 2^`lg`, for StagePcie: a free one that
     /// holds it, a new one where `fits(device, buffers' bytes after, new bytes)`
     /// allows, or a free smaller one replaced. With `wait`, waits (up to
-    /// [`WAIT_LIMIT`]) while every buffer able to hold it is in use. `None`: the
+    /// [`WAIT_LIMIT`]) while every buffer able to hold it is in use, and adds the
+    /// time it waited (only that: not the allocations) to `waited`. `None`: the
     /// partition goes on unstaged.
     pub(crate) fn acquire(
         &self,
@@ -214,6 +215,7 @@ impl<B: DeviceBuffer> Staging<B> {
         healthy: impl Fn(usize) -> bool,
         fits: impl Fn(usize, u64, u64) -> bool,
         wait: bool,
+        waited: &mut Duration,
     ) -> Option<Uploading<B>> {
         let need = super::cuda::device_staging_bytes(lg);
         let deadline = Instant::now() + WAIT_LIMIT;
@@ -264,6 +266,7 @@ impl<B: DeviceBuffer> Staging<B> {
                 return None;
             }
             inner = self.changed.wait_timeout(inner, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            *waited += now.elapsed();
         }
     }
 
@@ -399,8 +402,14 @@ mod tests {
     }
 
     fn stage(s: &Arc<Staging<Fake>>, lg: u32, wait: bool) -> Option<Lease<Fake>> {
-        let u = s.acquire(lg, |_| true, |_, _, _| true, wait)?;
-        s.uploaded(u, true)
+        timed_stage(s, lg, wait).0
+    }
+
+    /// [`stage`], and how long it waited for a buffer.
+    fn timed_stage(s: &Arc<Staging<Fake>>, lg: u32, wait: bool) -> (Option<Lease<Fake>>, Duration) {
+        let mut waited = Duration::ZERO;
+        let lease = s.acquire(lg, |_| true, |_, _, _| true, wait, &mut waited).and_then(|u| s.uploaded(u, true));
+        (lease, waited)
     }
 
     #[test]
@@ -463,12 +472,22 @@ mod tests {
         let s = Staging::<Fake>::new(1, 1);
         let l1 = stage(&s, 10, false).unwrap();
         assert!(stage(&s, 10, false).is_none(), "urgent: no wait");
+        let (_, waited) = timed_stage(&s, 10, false);
+        assert_eq!(waited, Duration::ZERO, "urgent work reports no wait");
         let s2 = s.clone();
-        let waiter = thread::spawn(move || stage(&s2, 10, true).is_some());
+        let waiter = thread::spawn(move || {
+            let (lease, waited) = timed_stage(&s2, 10, true);
+            (lease.is_some(), waited)
+        });
+        let t = Instant::now();
         thread::sleep(Duration::from_millis(100));
         assert!(!waiter.is_finished(), "bulk waits while the only buffer holds a partition");
         drop(l1);
-        assert!(waiter.join().unwrap(), "and takes it once freed");
+        let freed_after = t.elapsed();
+        let (got, waited) = waiter.join().unwrap();
+        assert!(got, "and takes it once freed");
+        assert!(waited >= Duration::from_millis(50), "and reports its wait: {waited:?}");
+        assert!(waited <= freed_after + Duration::from_secs(1), "{waited:?}");
     }
 
     #[test]
@@ -478,15 +497,18 @@ mod tests {
         // Only a 2^10 buffer exists and no room for another: a 2^12 partition
         // goes on unstaged at once, even when it may wait.
         let t = Instant::now();
-        assert!(s.acquire(12, |_| true, |_, _, _| false, true).is_none());
+        assert!(s.acquire(12, |_| true, |_, _, _| false, true, &mut Duration::default()).is_none());
         assert!(t.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
     fn budget_and_allocation_failures_leave_partitions_unstaged() {
         let s = Staging::<Fake>::new(1, 2);
-        assert!(s.acquire(10, |_| true, |_, _, _| false, false).is_none(), "no room");
-        assert!(s.acquire(30, |_| true, |_, _, _| true, false).is_none(), "allocation failed");
+        assert!(s.acquire(10, |_| true, |_, _, _| false, false, &mut Duration::default()).is_none(), "no room");
+        assert!(
+            s.acquire(30, |_| true, |_, _, _| true, false, &mut Duration::default()).is_none(),
+            "allocation failed"
+        );
         assert_eq!(s.bytes(0), 0);
         // An execution that needs a buffer and has no room gets the bytes it needed.
         let e = s.for_execution(0, 10, None, |_, _, _| false).err().unwrap();
@@ -509,7 +531,7 @@ mod tests {
     #[test]
     fn retired_devices_get_no_buffers_and_trim_frees_only_free_ones() {
         let s = Staging::<Fake>::new(2, 2);
-        let u = s.acquire(10, |d| d == 1, |_, _, _| true, false).unwrap();
+        let u = s.acquire(10, |d| d == 1, |_, _, _| true, false, &mut Duration::default()).unwrap();
         assert_eq!(u.device, 1, "device 0 is retired");
         let l = s.uploaded(u, true).unwrap();
         drop(stage(&s, 10, false));

@@ -185,7 +185,7 @@ fn cuda_matches_cpu() {
                 // executed from it; streaming, the staged split lists go unused.
                 for (name, be) in [("staged resident", &gpu), ("staged streaming", &streaming)] {
                     let mut up = be.upload(host.clone()).unwrap();
-                    assert!(be.stage(&mut up, true), "{name}: a buffer was free");
+                    assert!(be.stage(&mut up, true).staged, "{name}: a buffer was free");
                     let got = be.execute(up, &srs, true).unwrap();
                     let ctx = format!("lg {lg} n {n} {name} witness {witness} split {split}");
                     assert_eq!(got.h.to_affine(), want.h.to_affine(), "H {ctx}");
@@ -274,7 +274,9 @@ fn staged_partitions_in_flight_match_the_cpu() {
     assert!(!run(&mut ups, 2));
     // Staged again, then run from its buffer.
     let mut u = gpu.upload(hosts[0].clone()).unwrap();
-    assert!(gpu.stage(&mut u, true));
+    let st = gpu.stage(&mut u, true);
+    assert!(st.staged, "{st:?}");
+    assert!(st.waited.is_zero(), "buffers were free: {st:?}");
     assert!(check(0, &gpu.execute(u, &srs, true).unwrap()), "from the staged buffer");
     let s = gpu.device_stats()[0].clone();
     assert!(s.vram_reserved <= s.vram_budget, "{s:?}");

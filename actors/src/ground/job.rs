@@ -508,8 +508,12 @@ impl fmt::Debug for JobContext {
 pub struct StageTiming {
     /// Time partitions waited in the stage's queue (and for its budget).
     pub queue_wait: Duration,
-    /// Time the stage's workers spent processing.
+    /// Time the stage's workers spent processing, less `blocked`.
     pub busy: Duration,
+    /// Time the stage's workers spent blocked on backpressure from downstream while
+    /// processing the job's partitions (StagePcie: waiting for a free device staging
+    /// buffer, which ProveGpu frees as it executes), apart from `busy`.
+    pub blocked: Duration,
 }
 
 /// Per-stage and per-operation timings of a job.

@@ -31,7 +31,7 @@ pub mod queue;
 
 use std::{
     sync::{atomic::Ordering::Relaxed, Arc, RwLock},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use actix::prelude::*;
@@ -54,6 +54,12 @@ pub struct WorkItem<T> {
     pub reservation: Option<Reservation>,
     /// Per-stage timings of this partition so far.
     pub trace: JobTimings,
+    /// Time of the current stage's `process` spent blocked on backpressure from
+    /// downstream rather than working (StagePcie: waiting for a free device staging
+    /// buffer, which only ProveGpu frees). A stage adds it to the items it returns;
+    /// the runtime takes the largest among them, counts it as the stage's blocked
+    /// time instead of busy time, and resets it before the items move on.
+    pub blocked: Duration,
     pub(crate) enqueued: Instant,
 }
 
@@ -63,10 +69,18 @@ impl<T: Send + 'static> Message for WorkItem<T> {
 
 impl<T> WorkItem<T> {
     pub(crate) fn new(job: Arc<JobContext>, partition: u32, payload: T) -> Self {
-        WorkItem { job, partition, payload, reservation: None, trace: JobTimings::default(), enqueued: Instant::now() }
+        WorkItem {
+            job,
+            partition,
+            payload,
+            reservation: None,
+            trace: JobTimings::default(),
+            blocked: Duration::ZERO,
+            enqueued: Instant::now(),
+        }
     }
 
-    /// Replaces the payload, keeping job, partition, reservation and trace.
+    /// Replaces the payload, keeping job, partition, reservation, trace and blocked time.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> WorkItem<U> {
         let (payload, item) = self.take();
         item.with(f(payload))
@@ -74,16 +88,16 @@ impl<T> WorkItem<T> {
 
     /// Splits off the payload.
     pub fn take(self) -> (T, WorkItem<()>) {
-        let WorkItem { job, partition, payload, reservation, trace, enqueued } = self;
-        (payload, WorkItem { job, partition, payload: (), reservation, trace, enqueued })
+        let WorkItem { job, partition, payload, reservation, trace, blocked, enqueued } = self;
+        (payload, WorkItem { job, partition, payload: (), reservation, trace, blocked, enqueued })
     }
 }
 
 impl WorkItem<()> {
     /// Attaches a payload.
     pub fn with<U>(self, payload: U) -> WorkItem<U> {
-        let WorkItem { job, partition, reservation, trace, enqueued, .. } = self;
-        WorkItem { job, partition, payload, reservation, trace, enqueued }
+        let WorkItem { job, partition, reservation, trace, blocked, enqueued, .. } = self;
+        WorkItem { job, partition, payload, reservation, trace, blocked, enqueued }
     }
 }
 
@@ -104,7 +118,9 @@ pub trait Stage: Send + Sync + Sized + 'static {
         Ok(0)
     }
 
-    /// Does the stage's work: one item in, one or more out.
+    /// Does the stage's work: one item in, one or more out. Time it spent blocked on
+    /// downstream backpressure goes into its outputs' [`WorkItem::blocked`], so that
+    /// the runtime counts it apart from busy time.
     ///
     /// # Errors
     /// Any failure; the partition's job fails with an error naming this stage.
@@ -467,10 +483,20 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
             stage.process(item)
         })
         .await;
-        let busy = started.elapsed();
-        StageMetrics::add(&m.busy_ns, busy);
+        let elapsed = started.elapsed();
         StageMetrics::gauge_down(&m.in_flight);
         m.work_ended(Instant::now());
+        // What the stage reported as blocked on backpressure (`WorkItem::blocked`) is
+        // not work: counted apart from busy, and reset before the items move on.
+        let mut result = result;
+        let blocked = match &mut result {
+            Ok(Ok(outs)) => outs.iter_mut().map(|o| std::mem::take(&mut o.blocked)).max().unwrap_or_default(),
+            _ => Duration::ZERO,
+        }
+        .min(elapsed);
+        let busy = elapsed - blocked;
+        StageMetrics::add(&m.busy_ns, busy);
+        StageMetrics::add(&m.blocked_ns, blocked);
 
         let outputs = match result {
             Ok(Ok(outs)) => outs,
@@ -496,15 +522,17 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
         m.completed.fetch_add(1, Relaxed);
         if let Some(before) = ops_before {
             let ops = outputs.first().map(|o| ops_added(&before, &o.trace.ops)).unwrap_or_default();
-            shared.timeline.record_stage(S::NAME, worker, job.seq, partition, started, busy, &ops);
+            shared.timeline.record_stage(S::NAME, worker, job.seq, partition, started, busy, blocked, &ops);
         }
-        let share = busy / outputs.len().max(1) as u32;
+        let n = outputs.len().max(1) as u32;
+        let (share, blocked_share) = (busy / n, blocked / n);
         for mut out in outputs {
             if out.job.cancel.is_cancelled() {
                 m.cancelled.fetch_add(1, Relaxed);
                 continue;
             }
             out.trace.stages[S::NAME.index()].busy += share;
+            out.trace.stages[S::NAME.index()].blocked += blocked_share;
             out.enqueued = Instant::now();
             let (oj, op) = (out.job.id, out.partition);
             m.emitted.fetch_add(1, Relaxed);

@@ -12,6 +12,11 @@
 //!    executed (two per device by default: double buffering); urgent ones never
 //!    wait, and when no buffer is free their execution uploads them itself.
 //!
+//! That wait is ProveGpu's backpressure, not work of this stage: it goes into the
+//! output's `WorkItem::blocked`, so that the runtime counts it as StagePcie's
+//! blocked time (metric `blocked`, the job's `StageTiming::blocked`) rather than its
+//! busy time, and the `stage` operation in the trace excludes it.
+//!
 //! On the CPU backend there is nothing to move.
 
 mod config;
@@ -56,10 +61,13 @@ impl Stage for StagePcie {
         }
         let mut uploaded = uploaded;
         let t = Instant::now();
-        if self.backend.stage(&mut uploaded, base.job.priority < self.urgent_from) {
-            // Includes any wait for a free buffer: the double buffer's backpressure.
-            base.trace.add_ops(&[("stage", t.elapsed())]);
+        let staged = self.backend.stage(&mut uploaded, base.job.priority < self.urgent_from);
+        if staged.staged {
+            // Without the wait for a free buffer: that is the double buffer's
+            // backpressure, counted as blocked below.
+            base.trace.add_ops(&[("stage", t.elapsed().saturating_sub(staged.waited))]);
         }
+        base.blocked += staged.waited;
         Ok(vec![base.with(UploadedWork { uploaded, b_g2: p.b_g2, public_inputs: p.public_inputs })])
     }
 }

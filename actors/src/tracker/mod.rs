@@ -312,6 +312,7 @@ impl Handler<WorkItem<PartitionProof>> for JobTracker {
         for (acc, t) in e.timings.stages.iter_mut().zip(item.trace.stages.iter()) {
             acc.queue_wait += t.queue_wait;
             acc.busy += t.busy;
+            acc.blocked += t.blocked;
         }
         e.timings.add_ops(&item.trace.ops);
         drop(item.reservation);
