@@ -130,12 +130,16 @@ fn timings_pipeline_timeline_and_bad_requests() {
         assert_eq!(t.stages.len(), 7);
         let synth = t.stages.iter().find(|s| s.stage == "synthesize").unwrap();
         assert!(synth.busy_seconds > 0.0);
+        // Nothing waits for a staging buffer on the CPU backend: blocked time is its
+        // own field, not a copy of busy time.
+        assert!(t.stages.iter().all(|s| s.blocked_seconds == 0.0), "{:?}", t.stages);
         assert!(t.ops.iter().any(|o| o.op == "msm_h" && o.seconds > 0.0), "{:?}", t.ops);
 
         let p = ext.get_pipeline(GetPipelineRequest {}).await.unwrap().into_inner();
         assert_eq!(p.backend, "cpu");
         let prove = p.stages.iter().find(|s| s.stage == "prove_gpu").unwrap();
         assert_eq!(prove.completed, 3, "three partitions through ProveGpu");
+        assert!(p.stages.iter().all(|s| s.blocked_seconds == 0.0), "{:?}", p.stages);
         assert!(p.budgets[0].capacity_bytes == 4 << 30 && p.budgets[0].peak_bytes > 0);
         assert!(!p.bottleneck.is_empty());
 

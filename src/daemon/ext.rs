@@ -185,6 +185,7 @@ impl ExtEngine for Ext {
                     stage: s.as_str().into(),
                     queue_wait_seconds: secs(t.stage(*s).queue_wait),
                     busy_seconds: secs(t.stage(*s).busy),
+                    blocked_seconds: secs(t.stage(*s).blocked),
                 })
                 .collect();
             resp.ops = t.ops.iter().map(|(op, d)| pb::OpTiming { op: (*op).into(), seconds: secs(*d) }).collect();
@@ -212,6 +213,7 @@ impl ExtEngine for Ext {
                 failed: s.failed,
                 busy_seconds: secs(s.busy),
                 utilization: s.utilization(wall),
+                blocked_seconds: secs(s.blocked),
             })
             .collect();
         let b = &snap.host_budget;
