@@ -284,6 +284,7 @@ mod tests {
             in_flight: 0,
             in_flight_peak: 1,
             active_window: wall,
+            longest_running: Duration::ZERO,
         }
     }
 

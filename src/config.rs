@@ -131,6 +131,32 @@ pub struct DaemonConfig {
     /// Serve cuzk.ext.v1 SubmitSynthetic (benchmarking; its parameters are charged
     /// to the host budget). Off in production daemons.
     pub allow_synthetic: bool,
+    /// gRPC connections open at once (TCP or unix socket, authenticated or not). At
+    /// the cap a new connection closes one that has not sent a request, else one not
+    /// authenticated, else the one idle longest; one with a request in flight never.
+    /// Keep it well under the process's open-file limit (`ulimit -n`).
+    pub max_connections: usize,
+    /// From accept: time for a client's first bytes (the HTTP/2 preface, or a TLS
+    /// ClientHello).
+    pub handshake_timeout_secs: u64,
+    /// From accept: time for the first gRPC request to start.
+    pub first_request_timeout_secs: u64,
+    /// With `auth_token_file`, from accept: time for a request carrying the token.
+    pub auth_timeout_secs: u64,
+    /// A connection with no request in flight for this long is closed (clients
+    /// reconnect on their next call).
+    pub idle_timeout_secs: u64,
+    /// HTTP/2 PING to every connection this often; one not answered within
+    /// `http2_keepalive_timeout_secs` is closed (a peer gone while its Prove runs).
+    /// 0 = off.
+    pub http2_keepalive_interval_secs: u64,
+    pub http2_keepalive_timeout_secs: u64,
+    /// Concurrent requests (HTTP/2 streams) per connection.
+    pub max_concurrent_streams: u32,
+    /// The systemd watchdog (`WatchdogSec=`) is fed only while the engine answers and
+    /// no stage has held one item longer than this: a wedged daemon is restarted.
+    /// Above the longest legitimate item (recording a 64GiB circuit takes minutes).
+    pub stall_timeout_secs: u64,
 }
 
 impl Default for DaemonConfig {
@@ -149,6 +175,17 @@ impl Default for DaemonConfig {
             tls_key_file: String::new(),
             tls_client_ca_file: String::new(),
             allow_synthetic: false,
+            // 512 connections leave half of the usual 1,024 descriptors to the rest
+            // of the process (parameter files, the GPU driver, results).
+            max_connections: 512,
+            handshake_timeout_secs: 5,
+            first_request_timeout_secs: 10,
+            auth_timeout_secs: 10,
+            idle_timeout_secs: 600,
+            http2_keepalive_interval_secs: 30,
+            http2_keepalive_timeout_secs: 20,
+            max_concurrent_streams: 64,
+            stall_timeout_secs: 1800,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::EngineSnapshot;
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
@@ -115,7 +115,7 @@ fn rss() -> Option<u64> {
 pub fn render(snap: &EngineSnapshot) -> String {
     let mut o = String::with_capacity(8 << 10);
     type Get = fn(&crate::actors::StageSnapshot) -> f64;
-    let stage_metrics: [(&str, &str, &str, Get); 19] = [
+    let stage_metrics: [(&str, &str, &str, Get); 20] = [
         ("cuzk_stage_received_total", "counter", "Items taken from the stage's mailbox.", |s| s.received as f64),
         ("cuzk_stage_completed_total", "counter", "Items processed successfully.", |s| s.completed as f64),
         ("cuzk_stage_emitted_total", "counter", "Items sent downstream.", |s| s.emitted as f64),
@@ -148,6 +148,12 @@ pub fn render(snap: &EngineSnapshot) -> String {
         ("cuzk_stage_queue_capacity", "gauge", "Configured queue bound.", |s| s.queue_capacity as f64),
         ("cuzk_stage_in_flight", "gauge", "Items being processed now.", |s| s.in_flight as f64),
         ("cuzk_stage_workers", "gauge", "Configured workers.", |s| s.workers as f64),
+        (
+            "cuzk_stage_longest_item_seconds",
+            "gauge",
+            "How long the item processed longest right now has been at it (a wedged stage grows without bound).",
+            |s| s.longest_running.as_secs_f64(),
+        ),
     ];
     for (name, kind, help, get) in stage_metrics {
         family(&mut o, name, kind, help);

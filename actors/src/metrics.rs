@@ -3,7 +3,11 @@
 //! [`StageSnapshot`]s.
 
 use std::{
-    sync::atomic::{AtomicU64, Ordering::Relaxed},
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicU64, Ordering::Relaxed},
+        Mutex,
+    },
     time::{Duration, Instant},
 };
 
@@ -39,6 +43,10 @@ pub struct StageMetrics {
     /// ns since `epoch` of the first work start / last work end (+1 so 0 = never).
     first_start: AtomicU64,
     last_end: AtomicU64,
+    /// Start of each item being processed now, by a token from `work_started`: the
+    /// longest of them is how a wedged stage shows (the daemon's watchdog reads it).
+    running: Mutex<HashMap<u64, Instant>>,
+    next_token: AtomicU64,
 }
 
 impl StageMetrics {
@@ -68,6 +76,8 @@ impl StageMetrics {
             in_flight_peak: AtomicU64::new(0),
             first_start: AtomicU64::new(0),
             last_end: AtomicU64::new(0),
+            running: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(0),
         }
     }
 
@@ -84,14 +94,26 @@ impl StageMetrics {
         counter.fetch_add(d.as_nanos() as u64, Relaxed);
     }
 
-    pub(crate) fn work_started(&self, at: Instant) {
+    /// An item's processing starts; the token goes back to [`Self::work_ended`].
+    pub(crate) fn work_started(&self, at: Instant) -> u64 {
         let ns = at.saturating_duration_since(self.epoch).as_nanos() as u64 + 1;
         let _ = self.first_start.compare_exchange(0, ns, Relaxed, Relaxed);
+        let token = self.next_token.fetch_add(1, Relaxed);
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).insert(token, at);
+        token
     }
 
-    pub(crate) fn work_ended(&self, at: Instant) {
+    pub(crate) fn work_ended(&self, token: u64, at: Instant) {
         let ns = at.saturating_duration_since(self.epoch).as_nanos() as u64 + 1;
         self.last_end.fetch_max(ns, Relaxed);
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+    }
+
+    /// How long the item processed longest right now has been at it.
+    fn longest_running(&self) -> Duration {
+        let now = Instant::now();
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running.values().map(|t| now.saturating_duration_since(*t)).max().unwrap_or_default()
     }
 
     /// A consistent-enough copy of the counters.
@@ -121,6 +143,7 @@ impl StageMetrics {
             in_flight: self.in_flight.load(Relaxed),
             in_flight_peak: self.in_flight_peak.load(Relaxed),
             active_window: if first == 0 { Duration::ZERO } else { Duration::from_nanos(last.saturating_sub(first)) },
+            longest_running: self.longest_running(),
         }
     }
 }
@@ -164,6 +187,8 @@ pub struct StageSnapshot {
     pub in_flight_peak: u64,
     /// From the first work started to the last work finished.
     pub active_window: Duration,
+    /// How long the item processed longest right now has been at it (zero when idle).
+    pub longest_running: Duration,
 }
 
 impl StageSnapshot {

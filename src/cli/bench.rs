@@ -46,25 +46,8 @@ enum BenchSub {
 
 #[derive(Args)]
 struct BatchArgs {
-    /// Daemon address: "http://host:port", "https://host:port", "host:port" or
-    /// "unix:///path".
-    #[arg(long, short = 'a', default_value = "http://127.0.0.1:9820")]
-    addr: String,
-    /// A file holding the daemon's shared secret (its `auth_token_file`).
-    #[arg(long, value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    /// CA certificate (PEM) of a daemon with TLS; connects over TLS.
-    #[arg(long, value_name = "FILE")]
-    tls_ca: Option<PathBuf>,
-    /// Client certificate (PEM), for a daemon that requires one (mutual TLS).
-    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
-    tls_cert: Option<PathBuf>,
-    /// The client certificate's key (PEM).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// The name the daemon's certificate must carry (default: the address's host).
-    #[arg(long, value_name = "NAME", requires = "tls_ca")]
-    tls_domain: Option<String>,
+    #[command(flatten)]
+    conn: super::ConnectArgs,
     /// Proof type: porep, or synthetic (cuzk daemons only).
     #[arg(long = "type", short = 't', default_value = "porep")]
     kind: String,
@@ -373,13 +356,8 @@ fn batch(a: BatchArgs) -> Result<ExitCode> {
         other => bail!("unknown proof type `{other}`: use porep or synthetic"),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let access = cuzk::client::Access {
-        token_file: a.token_file.clone(),
-        tls_ca: a.tls_ca.clone(),
-        tls_identity: a.tls_cert.clone().zip(a.tls_key.clone()),
-        tls_domain: a.tls_domain.clone(),
-    };
-    let summary = rt.block_on(run_batch(&a.addr, &access, job, a.count, a.concurrency, |p| match &p.error {
+    let access = a.conn.access();
+    let summary = rt.block_on(run_batch(&a.conn.addr, &access, job, a.count, a.concurrency, |p| match &p.error {
         None => println!(
             "proof {:>3}: wall {:.2} s, prove {:.2} s, queue {:.2} s, {} bytes",
             p.index,

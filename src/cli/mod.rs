@@ -11,6 +11,7 @@ mod grid;
 mod prove;
 mod size;
 mod srs;
+mod status;
 
 use std::{
     io::IsTerminal,
@@ -55,6 +56,9 @@ enum Command {
     GenVanilla(gen_vanilla::GenVanillaArgs),
     /// Serve the cuzk.v1 gRPC API and Prometheus metrics until SIGINT/SIGTERM.
     Daemon,
+    /// A running daemon's status (GetStatus): jobs, devices, listeners and the
+    /// connections they hold; exits 1 if a listener is not accepting.
+    Status(status::StatusArgs),
     /// What a sector size's PoRep proof needs of this host: parameters, recording and
     /// partition memory, partitions at once under the host budget, device placement.
     Size(size::SizeArgs),
@@ -71,7 +75,43 @@ impl Cli {
             Command::GenC1(a) => gen_c1::run(a),
             Command::GenVanilla(a) => gen_vanilla::run(a),
             Command::Daemon => daemon::run(cfg),
+            Command::Status(a) => status::run(a),
             Command::Size(a) => size::run(cfg, a),
+        }
+    }
+}
+
+/// How to reach a running daemon (`bench batch`, `status`).
+#[derive(Args, Clone)]
+pub(crate) struct ConnectArgs {
+    /// Daemon address: "http://host:port", "https://host:port", "host:port" or
+    /// "unix:///path".
+    #[arg(long, short = 'a', default_value = "http://127.0.0.1:9820")]
+    pub addr: String,
+    /// A file holding the daemon's shared secret (its `auth_token_file`).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// CA certificate (PEM) of a daemon with TLS; connects over TLS.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM), for a daemon that requires one (mutual TLS).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The client certificate's key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// The name the daemon's certificate must carry (default: the address's host).
+    #[arg(long, value_name = "NAME", requires = "tls_ca")]
+    pub tls_domain: Option<String>,
+}
+
+impl ConnectArgs {
+    pub fn access(&self) -> cuzk::client::Access {
+        cuzk::client::Access {
+            token_file: self.token_file.clone(),
+            tls_ca: self.tls_ca.clone(),
+            tls_identity: self.tls_cert.clone().zip(self.tls_key.clone()),
+            tls_domain: self.tls_domain.clone(),
         }
     }
 }

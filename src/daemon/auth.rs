@@ -81,7 +81,14 @@ impl Interceptor for Auth {
         let given =
             req.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         match given {
-            Some(g) if same(g.as_bytes(), token) => Ok(req),
+            Some(g) if same(g.as_bytes(), token) => {
+                // The connection has authenticated: `auth_timeout_secs` no longer
+                // applies to it, and it is not among the first closed at the cap.
+                if let Some(c) = req.extensions().get::<super::listener::ConnInfo>() {
+                    c.conn.authenticated();
+                }
+                Ok(req)
+            }
             Some(_) => Err(Status::unauthenticated("wrong token")),
             None => Err(Status::unauthenticated("this daemon requires `authorization: Bearer <token>`")),
         }

@@ -13,7 +13,10 @@
 //!   and within [`MAX_HEAD_BYTES`];
 //! - the whole response must be written within [`WRITE_TIMEOUT`].
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{atomic::Ordering::Relaxed, Arc},
+    time::Duration,
+};
 
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -22,10 +25,11 @@ use tokio::{
 };
 use tracing::debug;
 
+use super::listener::{CloseReason, ListenerStats};
 use crate::Engine;
 
 /// Connections served at once; more are answered 503 and closed.
-const MAX_CONNECTIONS: usize = 64;
+pub(super) const MAX_CONNECTIONS: usize = 64;
 /// Time from accept to the end of the request head.
 const READ_DEADLINE: Duration = Duration::from_secs(5);
 /// Time to write the whole response.
@@ -43,30 +47,57 @@ fn response(status: &str, ctype: &str, extra_headers: &str, body: &str) -> Strin
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
-pub(super) async fn serve_metrics(listener: tokio::net::TcpListener, engine: Engine) {
+/// Serves until the task is dropped. Accept errors (out of descriptors) are counted,
+/// logged at error at most every few seconds, backed off and retried: the endpoint
+/// never stops accepting on its own.
+pub(super) async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    engine: Engine,
+    stats: Arc<ListenerStats>,
+    listeners: Arc<[Arc<ListenerStats>]>,
+) {
+    stats.up.store(true, Relaxed);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut last_log = None;
+    let mut backoff = Duration::ZERO;
+    let end_at = super::test_end_listener("metrics");
     loop {
-        let (sock, peer) = match listener.accept().await {
-            Ok(x) => x,
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = async { match end_at { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                stats.up.store(false, Relaxed);
+                return;
+            }
+        };
+        let (sock, peer) = match accepted {
+            Ok(x) => {
+                backoff = Duration::ZERO;
+                x
+            }
             Err(e) => {
-                // E.g. out of file descriptors: back off instead of spinning.
-                debug!(error = %e, "metrics accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                stats.accept_error(&e, &mut last_log);
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                tokio::time::sleep(backoff).await;
                 continue;
             }
         };
+        stats.accepted.fetch_add(1, Relaxed);
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             // Full: answer without waiting (a fresh socket's send buffer is empty, so
             // this does not block) and close.
             debug!(peer = %peer, "metrics endpoint busy: connection refused");
+            stats.count_closed(CloseReason::Refused);
             let busy = response("503 Service Unavailable", TEXT, "Retry-After: 1\r\n", "too many connections\n");
             let _ = sock.try_write(busy.as_bytes());
             drop(sock);
             continue;
         };
         let engine = engine.clone();
+        let (stats, listeners) = (stats.clone(), listeners.clone());
+        stats.open.fetch_add(1, Relaxed);
         tokio::spawn(async move {
-            serve_one(sock, peer, engine).await;
+            serve_one(sock, peer, engine, &listeners).await;
+            stats.open.fetch_sub(1, Relaxed);
             drop(permit);
         });
     }
@@ -93,7 +124,7 @@ async fn read_head(sock: &mut TcpStream) -> Vec<u8> {
     buf
 }
 
-async fn serve_one(mut sock: TcpStream, peer: std::net::SocketAddr, engine: Engine) {
+async fn serve_one(mut sock: TcpStream, peer: std::net::SocketAddr, engine: Engine, listeners: &[Arc<ListenerStats>]) {
     let head = match tokio::time::timeout(READ_DEADLINE, read_head(&mut sock)).await {
         Ok(h) => h,
         Err(_) => {
@@ -110,9 +141,10 @@ async fn serve_one(mut sock: TcpStream, peer: std::net::SocketAddr, engine: Engi
         "/metrics" => {
             let snap = engine.snapshot().await;
             // Rendering samples the GPUs (NVML blocks for ~40 ms per device).
-            let text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
+            let mut text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
                 .await
                 .unwrap_or_else(|e| format!("# metrics rendering failed: {e}\n"));
+            text.push_str(&super::listener::render(listeners));
             ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
         }
         "/debug/timeline" | "/debug/utilization.svg"

@@ -8,16 +8,24 @@
 mod auth;
 mod ext;
 mod http;
+pub mod listener;
+mod notify;
 mod results;
 mod service;
 
 use std::{
     net::SocketAddr,
     path::PathBuf,
+    sync::{
+        atomic::{AtomicBool, Ordering::Relaxed},
+        Arc,
+    },
     time::{Duration, Instant},
 };
 
-use tokio::sync::oneshot;
+use listener::{ConnTable, ListenerStats};
+use tokio::sync::{oneshot, watch};
+use tokio_stream::wrappers::ReceiverStream;
 use tracing::{info, warn};
 
 pub use crate::config::DaemonConfig;
@@ -64,6 +72,66 @@ pub struct Daemon {
     engine_done: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     shutdown_timeout: Duration,
+    /// Why serving ended on its own (see [`Daemon::failure`]).
+    failure: watch::Receiver<Option<String>>,
+    /// Set when shutdown is asked for: listeners ending then are no failure.
+    stopping: Arc<AtomicBool>,
+    notifier: Option<notify::Notifier>,
+}
+
+/// Reports that serving ended without a shutdown being asked for.
+#[derive(Clone)]
+struct Failure {
+    tx: Arc<watch::Sender<Option<String>>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl Failure {
+    fn report(&self, why: String) {
+        if self.stopping.load(Relaxed) {
+            return;
+        }
+        // The first reason is the one that matters (serving ending after its
+        // listener did says nothing new).
+        self.tx.send_if_modified(|r| {
+            if r.is_some() {
+                return false;
+            }
+            tracing::error!(reason = %why, "the daemon stopped serving; shutting down so that a supervisor restarts it");
+            *r = Some(why);
+            true
+        });
+    }
+}
+
+/// The gRPC accept loop ([`listener::serve_incoming`]) as the daemon runs it: its
+/// end, which never comes from an accept error, is reported at once rather than
+/// when tonic has drained the connections.
+async fn accept_loop<L: listener::Accept>(
+    l: L,
+    table: Arc<ConnTable>,
+    tx: tokio::sync::mpsc::Sender<Result<listener::TrackedIo<L::Io>, std::io::Error>>,
+    failure: Failure,
+) {
+    let serve = listener::serve_incoming(l, table, tx);
+    match test_end_listener("grpc") {
+        Some(at) => {
+            tokio::select! {
+                _ = serve => {}
+                _ = tokio::time::sleep_until(at) => {}
+            }
+        }
+        None => serve.await,
+    }
+    failure.report("the gRPC listener stopped accepting".into());
+}
+
+/// Test hook: `CUZK_TEST_END_LISTENER=grpc` (or `metrics`) ends that listener's
+/// accept loop a second after start, as a bug or a closed descriptor would, so that
+/// tests can see the daemon exit non-zero instead of living on without it.
+fn test_end_listener(name: &str) -> Option<tokio::time::Instant> {
+    let v = std::env::var("CUZK_TEST_END_LISTENER").ok()?;
+    (v == name).then(|| tokio::time::Instant::now() + Duration::from_secs(1))
 }
 
 /// Why the daemon could not start.
@@ -83,6 +151,8 @@ pub enum DaemonError {
     Runtime(std::io::Error),
     #[error("every GPU was retired after sticky CUDA errors; restart the daemon to get them back")]
     NoDevice,
+    #[error("the daemon stopped serving: {0}")]
+    Serving(String),
 }
 
 impl Daemon {
@@ -91,11 +161,16 @@ impl Daemon {
     /// # Errors
     /// [`DaemonError`] for a bad address, a port in use, or an engine that cannot start.
     pub fn start(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<Daemon, DaemonError> {
-        // One limit on C1 inputs, applied to the message before anything is parsed.
-        let max_input = cfg.max_message_bytes.0.min(engine_cfg.ingest.max_input_bytes.0);
-        let max_input = usize::try_from(max_input).unwrap_or(usize::MAX);
-        let auth = auth::Auth::from_config(&cfg).map_err(DaemonError::Config)?;
-        let tls = auth::tls_config(&cfg).map_err(DaemonError::Config)?;
+        Self::check(&cfg)?;
+        let max_input = engine_cfg.ingest.max_input_bytes.0;
+        Self::start_with_engine(cfg, Engine::start(engine_cfg)?, max_input)
+    }
+
+    /// Checks what can be checked of `cfg` before an engine is started.
+    fn check(cfg: &DaemonConfig) -> Result<(auth::Auth, Option<tonic::transport::ServerTlsConfig>), DaemonError> {
+        let auth = auth::Auth::from_config(cfg).map_err(DaemonError::Config)?;
+        check_bounds(cfg).map_err(DaemonError::Config)?;
+        let tls = auth::tls_config(cfg).map_err(DaemonError::Config)?;
         if tls.is_some() && cfg.listen.starts_with("unix://") {
             return Err(DaemonError::Config(
                 "tls_cert_file is set but listen is a unix socket: TLS applies to TCP listeners".into(),
@@ -107,7 +182,22 @@ impl Daemon {
                 DaemonError::Config(format!("tls_cert_file / tls_key_file: {}", crate::client::error_chain(&e)))
             })?;
         }
-        let engine = Engine::start(engine_cfg)?;
+        Ok((auth, tls))
+    }
+
+    /// [`Daemon::start`] in front of an engine the caller started (on a backend of
+    /// its own, say); `max_input_bytes` is the engine's `[ingest] max_input_bytes`.
+    ///
+    /// # Errors
+    /// As [`Daemon::start`]. The engine is shut down on error.
+    pub fn start_with_engine(cfg: DaemonConfig, engine: Engine, max_input_bytes: u64) -> Result<Daemon, DaemonError> {
+        Self::start_inner(cfg, engine.clone(), max_input_bytes).inspect_err(|_| engine.shutdown())
+    }
+
+    fn start_inner(cfg: DaemonConfig, engine: Engine, max_input_bytes: u64) -> Result<Daemon, DaemonError> {
+        let (auth, tls) = Self::check(&cfg)?;
+        // One limit on C1 inputs, applied to the message before anything is parsed.
+        let max_input = usize::try_from(cfg.max_message_bytes.0.min(max_input_bytes)).unwrap_or(usize::MAX);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("cuzk-daemon")
@@ -153,8 +243,16 @@ impl Daemon {
         let metrics_listener = if cfg.metrics_listen.is_empty() { None } else { Some(bind(&cfg.metrics_listen)?) };
         let metrics = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
 
-        let svc =
-            std::sync::Arc::new(service::Service::new(engine.clone(), &cfg, max_input).map_err(DaemonError::Config)?);
+        // The listeners' counters, shared by the accept loops, /metrics and GetStatus.
+        let grpc_stats = ListenerStats::new("grpc", listen.to_string(), cfg.max_connections);
+        let metrics_stats = metrics.map(|a| ListenerStats::new("metrics", a.to_string(), http::MAX_CONNECTIONS));
+        let listeners: Arc<[Arc<ListenerStats>]> =
+            std::iter::once(grpc_stats.clone()).chain(metrics_stats.clone()).collect();
+        let bounds = listener::Bounds::from_config(&cfg, auth.enabled());
+
+        let svc = Arc::new(
+            service::Service::new(engine.clone(), &cfg, max_input, listeners.clone()).map_err(DaemonError::Config)?,
+        );
         let ext = ext::Ext::new(svc.clone(), cfg.allow_synthetic);
         let svc2 = svc.clone();
         let (done_tx, done_rx) = oneshot::channel::<()>();
@@ -162,32 +260,55 @@ impl Daemon {
         // gets our ResourceExhausted with sizes rather than the transport's error.
         let max = usize::try_from(cfg.max_message_bytes.0).unwrap_or(usize::MAX).saturating_add(64 << 10);
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        // Why serving ended when nobody asked it to (`None` while serving).
+        let (fail_tx, fail_rx) = watch::channel::<Option<String>>(None);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let failure = Failure { tx: Arc::new(fail_tx), stopping: stopping.clone() };
+        let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+        let (keepalive, keepalive_timeout) =
+            (secs(cfg.http2_keepalive_interval_secs), secs(cfg.http2_keepalive_timeout_secs));
+        let max_streams = cfg.max_concurrent_streams;
         let engine2 = engine.clone();
+        let handle = rt.handle().clone();
+        let health = notify::Health {
+            svc: svc.clone(),
+            listeners: listeners.clone(),
+            stall: Duration::from_secs(cfg.stall_timeout_secs),
+        };
         let thread = std::thread::Builder::new()
             .name("cuzk-daemon".into())
             .spawn(move || {
-                rt.block_on(async move {
-                    if let Some(l) = metrics_listener {
+                let failed = |why: String| failure.report(why);
+                rt.block_on(async {
+                    if let (Some(l), Some(stats)) = (metrics_listener, metrics_stats) {
                         match tokio::net::TcpListener::from_std(l) {
                             Ok(l) => {
-                                tokio::spawn(http::serve_metrics(l, engine2));
+                                let task = tokio::spawn(http::serve_metrics(l, engine2, stats, listeners));
+                                let failure = failure.clone();
+                                tokio::spawn(async move {
+                                    failure.report(match task.await {
+                                        Ok(()) => "the metrics endpoint stopped accepting".to_string(),
+                                        Err(e) => format!("the metrics endpoint failed: {e}"),
+                                    });
+                                });
                             }
-                            Err(e) => warn!(error = %e, "metrics endpoint disabled"),
+                            Err(e) => failed(format!("metrics endpoint: {e}")),
                         }
                     }
                     use tonic::service::interceptor::InterceptedService;
-                    let mut builder = tonic::transport::Server::builder();
+                    let mut builder = tonic::transport::Server::builder()
+                        .http2_keepalive_interval(keepalive)
+                        .http2_keepalive_timeout(keepalive_timeout)
+                        .max_concurrent_streams(max_streams);
                     if let Some(t) = tls {
                         // Checked before the thread started.
                         builder = match builder.tls_config(t) {
                             Ok(b) => b,
-                            Err(e) => {
-                                warn!(error = %e, "TLS configuration failed");
-                                return;
-                            }
+                            Err(e) => return failed(format!("TLS configuration: {e}")),
                         };
                     }
                     let server = builder
+                        .layer(listener::TrackLayer)
                         .add_service(InterceptedService::new(
                             proto::proving_engine_server::ProvingEngineServer::from_arc(svc)
                                 .max_decoding_message_size(max)
@@ -203,38 +324,32 @@ impl Daemon {
                     let shutdown = async {
                         let _ = stop_rx.await;
                     };
+                    let table = ConnTable::new(grpc_stats, bounds);
+                    table.spawn_reaper();
+                    // Our accept loop feeds tonic through a channel: it never ends on an
+                    // accept error (listener.rs), and when it ends at all, serving ends
+                    // and `failed` says so.
                     let res = match grpc {
                         Either::Tcp(l) => match tokio::net::TcpListener::from_std(l) {
                             Ok(l) => {
-                                server
-                                    .serve_with_incoming_shutdown(
-                                        tokio_stream::wrappers::TcpListenerStream::new(l),
-                                        shutdown,
-                                    )
-                                    .await
+                                let (tx, rx) = tokio::sync::mpsc::channel(1);
+                                tokio::spawn(accept_loop(l, table, tx, failure.clone()));
+                                server.serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown).await
                             }
-                            Err(e) => {
-                                warn!(error = %e, "gRPC listener failed");
-                                return;
-                            }
+                            Err(e) => return failed(format!("gRPC listener: {e}")),
                         },
                         Either::Unix(l) => match tokio::net::UnixListener::from_std(l) {
                             Ok(l) => {
-                                server
-                                    .serve_with_incoming_shutdown(
-                                        tokio_stream::wrappers::UnixListenerStream::new(l),
-                                        shutdown,
-                                    )
-                                    .await
+                                let (tx, rx) = tokio::sync::mpsc::channel(1);
+                                tokio::spawn(accept_loop(l, table, tx, failure.clone()));
+                                server.serve_with_incoming_shutdown(ReceiverStream::new(rx), shutdown).await
                             }
-                            Err(e) => {
-                                warn!(error = %e, "gRPC listener failed");
-                                return;
-                            }
+                            Err(e) => return failed(format!("gRPC listener: {e}")),
                         },
                     };
-                    if let Err(e) = res {
-                        warn!(error = %e, "gRPC server ended with an error");
+                    match res {
+                        Ok(()) => failed("the gRPC listener stopped accepting".into()),
+                        Err(e) => failed(format!("the gRPC server ended with an error: {e}")),
                     }
                     // Jobs ended by the engine's shutdown (interrupted) are stored too.
                     let _ = done_rx.await;
@@ -243,6 +358,8 @@ impl Daemon {
             })
             .map_err(DaemonError::Runtime)?;
         info!(listen = %listen, metrics = ?metrics, backend = engine.backend(), "daemon serving");
+        // systemd (Type=notify): READY=1 now, then WATCHDOG=1 only while healthy.
+        let notifier = notify::Notifier::start(handle, health);
         Ok(Daemon {
             listen,
             metrics,
@@ -251,6 +368,9 @@ impl Daemon {
             engine_done: Some(done_tx),
             thread: Some(thread),
             shutdown_timeout: Duration::from_secs(cfg.shutdown_timeout_secs),
+            failure: fail_rx,
+            stopping,
+            notifier,
         })
     }
 
@@ -259,9 +379,21 @@ impl Daemon {
         &self.engine
     }
 
+    /// Changes to `Some(reason)` if the gRPC server or the metrics endpoint ends
+    /// without [`Daemon::shutdown`] having been called: the daemon then no longer
+    /// serves, and whoever runs it should shut it down and exit non-zero
+    /// ([`run_until_signal`] does).
+    pub fn failure(&self) -> watch::Receiver<Option<String>> {
+        self.failure.clone()
+    }
+
     /// Graceful shutdown: stop serving, let jobs in flight finish for up to the
     /// configured time, end the rest with a shutdown error, stop the engine.
     pub fn shutdown(mut self) {
+        self.stopping.store(true, Relaxed);
+        if let Some(n) = self.notifier.take() {
+            n.stopping();
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -291,6 +423,34 @@ impl Daemon {
     }
 }
 
+/// The connection bounds must let a client through at all.
+fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
+    if cfg.max_connections == 0 {
+        return Err("max_connections must be at least 1".into());
+    }
+    if cfg.max_concurrent_streams == 0 {
+        return Err("max_concurrent_streams must be at least 1".into());
+    }
+    for (key, v) in [
+        ("handshake_timeout_secs", cfg.handshake_timeout_secs),
+        ("first_request_timeout_secs", cfg.first_request_timeout_secs),
+        ("auth_timeout_secs", cfg.auth_timeout_secs),
+        ("idle_timeout_secs", cfg.idle_timeout_secs),
+        ("stall_timeout_secs", cfg.stall_timeout_secs),
+    ] {
+        if v == 0 {
+            return Err(format!("{key} must be at least 1"));
+        }
+    }
+    if cfg.first_request_timeout_secs < cfg.handshake_timeout_secs {
+        return Err(format!(
+            "first_request_timeout_secs ({}) is below handshake_timeout_secs ({}): the first request comes after the handshake",
+            cfg.first_request_timeout_secs, cfg.handshake_timeout_secs
+        ));
+    }
+    Ok(())
+}
+
 enum Either {
     Tcp(std::net::TcpListener),
     Unix(std::os::unix::net::UnixListener),
@@ -304,7 +464,8 @@ pub fn run_until_signal(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<(
     let daemon = Daemon::start(cfg, engine_cfg)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(DaemonError::Runtime)?;
     let engine = daemon.engine().clone();
-    let lost = rt.block_on(async {
+    let mut failure = daemon.failure();
+    let ended = rt.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         // Every GPU retired after sticky CUDA errors: only a new process gets them
         // back, so stop (jobs in flight finish on the CPU) and exit non-zero for the
@@ -317,21 +478,34 @@ pub fn run_until_signal(cfg: DaemonConfig, engine_cfg: EngineConfig) -> Result<(
                 }
             }
         };
+        // Serve or exit: a listener that ended (the reason is logged where it
+        // ended) or a server thread that died.
+        let serving_ended = async {
+            loop {
+                if let Some(why) = failure.borrow_and_update().clone() {
+                    return why;
+                }
+                if failure.changed().await.is_err() {
+                    return "the daemon's server thread ended".to_string();
+                }
+            }
+        };
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => { info!(signal = "SIGINT", "shutting down"); false }
+            _ = tokio::signal::ctrl_c() => { info!(signal = "SIGINT", "shutting down"); None }
             _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {
                 info!(signal = "SIGTERM", "shutting down");
-                false
+                None
             }
             _ = devices_lost => {
                 tracing::error!("every GPU was retired after sticky CUDA errors; shutting down so that a supervisor restarts the daemon");
-                true
+                Some(DaemonError::NoDevice)
             }
+            why = serving_ended => Some(DaemonError::Serving(why)),
         }
     });
     daemon.shutdown();
-    if lost {
-        return Err(DaemonError::NoDevice);
+    match ended {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(())
 }

@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status};
 use tracing::{info, warn};
 
 use super::{
+    listener::{CloseReason, ListenerStats},
     proto::{self, await_proof_response::Status as JobStatus, proving_engine_server::ProvingEngine, ProofKind},
     results::{JobKey, Record, Results},
     DaemonConfig,
@@ -55,6 +56,8 @@ pub(super) struct Service {
     last_prune: Mutex<Instant>,
     /// Jobs whose result is not yet stored and published; shutdown waits for them.
     pending: Arc<(AtomicUsize, Notify)>,
+    /// The daemon's listeners, for GetStatus and GetMetrics.
+    listeners: Arc<[Arc<ListenerStats>]>,
 }
 
 /// Longest request id accepted (Curio's are UUIDs or task ids).
@@ -114,6 +117,20 @@ pub(super) fn priority(p: i32) -> i32 {
 
 /// The circuit id the Curio API uses for a proof type's parameters ("porep-32g").
 /// GetStatus's `devices`: the backend's devices and their health.
+fn listener_status(l: &ListenerStats) -> proto::ListenerStatus {
+    use std::sync::atomic::Ordering::Relaxed;
+    proto::ListenerStatus {
+        name: l.name.to_string(),
+        address: l.address.clone(),
+        listening: l.up.load(Relaxed),
+        open_connections: l.open.load(Relaxed),
+        max_connections: l.max_connections as u64,
+        accepted_total: l.accepted.load(Relaxed),
+        accept_errors_total: l.accept_errors.load(Relaxed),
+        closed_total: CloseReason::ALL.iter().map(|r| (r.as_str().to_string(), l.closed(*r))).collect(),
+    }
+}
+
 fn device_health(devices: &[cuzk_gpu::DeviceStats]) -> Vec<proto::DeviceHealth> {
     devices
         .iter()
@@ -316,7 +333,12 @@ impl Service {
     ///
     /// # Errors
     /// The results directory cannot be created.
-    pub(super) fn new(engine: Engine, cfg: &DaemonConfig, max_input: usize) -> Result<Self, String> {
+    pub(super) fn new(
+        engine: Engine,
+        cfg: &DaemonConfig,
+        max_input: usize,
+        listeners: Arc<[Arc<ListenerStats>]>,
+    ) -> Result<Self, String> {
         let results_retention = Duration::from_secs(cfg.results_retention_secs);
         let results = match cfg.results_dir() {
             None => None,
@@ -354,6 +376,7 @@ impl Service {
             results_retention,
             last_prune: Mutex::new(Instant::now()),
             pending: Arc::new((AtomicUsize::new(0), Notify::new())),
+            listeners,
         })
     }
 
@@ -720,6 +743,7 @@ impl ProvingEngine for Service {
             pinned_memory_bytes: snap.pinned.map_or(0, |p| p.in_use),
             pinned_memory_limit_bytes: snap.pinned.map_or(0, |p| p.capacity),
             devices: device_health(&snap.devices),
+            listeners: self.listeners.iter().map(|l| listener_status(l)).collect(),
         }))
     }
 
@@ -728,9 +752,10 @@ impl ProvingEngine for Service {
         _: Request<proto::GetMetricsRequest>,
     ) -> Result<Response<proto::GetMetricsResponse>, Status> {
         let snap = self.engine.snapshot().await;
-        let text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
+        let mut text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
             .await
             .map_err(|e| Status::internal(format!("metrics: {e}")))?;
+        text.push_str(&super::listener::render(&self.listeners));
         Ok(Response::new(proto::GetMetricsResponse { prometheus_text: text }))
     }
 

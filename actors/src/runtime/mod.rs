@@ -466,7 +466,7 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
 
         StageMetrics::gauge_up(&m.in_flight, &m.in_flight_peak);
         let started = Instant::now();
-        m.work_started(started);
+        let token = m.work_started(started);
         let fault = item.job.fault_for(S::NAME, partition);
         // The timeline shows the backend operations this stage adds to the trace.
         let ops_before = if shared.timeline.is_enabled() { Some(item.trace.ops.clone()) } else { None };
@@ -485,7 +485,7 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
         .await;
         let elapsed = started.elapsed();
         StageMetrics::gauge_down(&m.in_flight);
-        m.work_ended(Instant::now());
+        m.work_ended(token, Instant::now());
         // What the stage reported as blocked on backpressure (`WorkItem::blocked`) is
         // not work: counted apart from busy, and reset before the items move on.
         let mut result = result;
