@@ -220,3 +220,27 @@ fn deploy_config_is_what_the_unit_expects() {
     assert!(stop > cfg.daemon.shutdown_timeout_secs + 10, "TimeoutStopSec {stop}");
     assert_eq!(cfg.daemon.metrics_listen, "127.0.0.1:9821");
 }
+
+/// deploy/cuzk.service passes `systemd-analyze verify` (the binary path swapped for
+/// the one this build made), and asks for what the daemon speaks: `Type=notify`, a
+/// watchdog, and a restart.
+#[test]
+#[cfg_attr(not(target_os = "linux"), ignore = "systemd units are Linux only")]
+fn systemd_unit_verifies_and_uses_the_notify_protocol() {
+    let unit = include_str!("../deploy/cuzk.service");
+    for want in ["Type=notify", "NotifyAccess=main", "WatchdogSec=", "Restart=on-failure"] {
+        assert!(unit.lines().any(|l| l.starts_with(want)), "deploy/cuzk.service lacks {want}");
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cuzk.service");
+    std::fs::write(&path, unit.replace("/usr/local/bin/cuzk", env!("CARGO_BIN_EXE_cuzk"))).unwrap();
+    let out = std::process::Command::new("systemd-analyze").arg("verify").arg(&path).output().unwrap_or_else(|e| {
+        panic!("systemd-analyze: {e}: install systemd (Debian: apt-get install systemd) to check the unit")
+    });
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "systemd-analyze verify deploy/cuzk.service:\n{said}");
+    // verify exits 0 on some warnings: none may concern the unit itself.
+    let ours: Vec<_> = said.lines().filter(|l| l.contains("cuzk.service")).collect();
+    assert!(ours.is_empty(), "systemd-analyze verify deploy/cuzk.service:\n{}", ours.join("\n"));
+}
