@@ -623,13 +623,16 @@ mod tests {
         assert_eq!(pa.read(&mut buf).await.unwrap(), 0);
         assert!(a.info.conn.closing.load(Relaxed));
         assert_eq!(table.stats.closed(CloseReason::Evicted), 1);
-        // Next in line: d (no request yet), then c (idle); b never.
+        // Next in line: d (no request yet); then, with e busy, c (idle); b never.
         let (e, _pe) = pair();
-        let _e = table.admit(e, None).unwrap();
+        let e = table.admit(e, None).unwrap();
         assert!(d.info.conn.closing.load(Relaxed));
+        e.info.conn.requests.store(1, Relaxed);
+        e.info.conn.in_flight.store(1, Relaxed);
         let (f, _pf) = pair();
         let _f = table.admit(f, None).unwrap();
         assert!(c.info.conn.closing.load(Relaxed));
+        assert!(!e.info.conn.closing.load(Relaxed));
         assert!(!b.info.conn.closing.load(Relaxed));
         // Dropping closes nothing twice and keeps the count right.
         drop((a, c, d));
