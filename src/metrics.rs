@@ -162,13 +162,31 @@ pub fn render(snap: &EngineSnapshot) -> String {
         }
     }
     let b = &snap.host_budget;
-    let budget: [(&str, &str, &str, f64); 6] = [
+    let budget: [(&str, &str, &str, f64); 9] = [
         ("cuzk_budget_capacity_bytes", "gauge", "The budget.", b.capacity as f64),
         ("cuzk_budget_used_bytes", "gauge", "Reserved now.", b.used as f64),
         ("cuzk_budget_peak_bytes", "gauge", "Highest reservation total seen.", b.peak as f64),
         ("cuzk_budget_waiting", "gauge", "Reservation requests waiting now.", b.waiting as f64),
         ("cuzk_budget_grants_total", "counter", "Reservations granted.", b.grants as f64),
         ("cuzk_budget_waits_total", "counter", "Reservations that had to wait.", b.waits as f64),
+        (
+            "cuzk_budget_deadline_reserve_bytes",
+            "gauge",
+            "Kept for deadline work (WinningPoSt, WindowPoSt): bulk work may use the budget less this.",
+            b.deadline_reserve as f64,
+        ),
+        (
+            "cuzk_budget_urgent_grants_total",
+            "counter",
+            "Reservations of deadline work granted.",
+            b.urgent_grants as f64,
+        ),
+        (
+            "cuzk_budget_urgent_waits_total",
+            "counter",
+            "Reservations of deadline work that had to wait (the reserve was not enough).",
+            b.urgent_waits as f64,
+        ),
     ];
     for (name, kind, help, v) in budget {
         family(&mut o, name, kind, help);

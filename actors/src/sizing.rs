@@ -87,7 +87,8 @@ pub fn size(
     let recording = if cfg.synthesize.precompile { recording_estimate(m as u64) } else { 0 };
     let partition = partition_bytes_for_shape(shape, selected.backend.ntt_on_host());
     let max_concurrency = cfg.synthesize.limits().workers;
-    let room = host_budget.saturating_sub(params + recording);
+    // Bulk work may not touch the deadline reserve.
+    let room = host_budget.saturating_sub(params + recording + cfg.budget.deadline_reserve_bytes(host_budget));
     let at_once = usize::try_from(room / partition.max(1)).unwrap_or(usize::MAX).min(max_concurrency);
     let workspace = device_workspace_bytes(shape.domain_log2());
     let resident = device_resident_bytes(m - 1, shape.aux, shape.a_query, shape.b_query, shape.b_query);

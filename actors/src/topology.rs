@@ -110,7 +110,8 @@ impl Builder {
 /// # Errors
 /// [`EngineError`] when the host budget cannot be resolved or a stage cannot start.
 pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -> Result<Topology, EngineError> {
-    let host_ledger = Ledger::new("host", selected.host_budget(&cfg.budget).map_err(EngineError::Config)?);
+    let host_bytes = selected.host_budget(&cfg.budget).map_err(EngineError::Config)?;
+    let host_ledger = Ledger::with_reserve("host", host_bytes, cfg.budget.deadline_reserve_bytes(host_bytes));
     let SelectedBackend { backend, devices, on_device, .. } = selected;
     // What the backend allocates beyond partitions' reservations (a CPU failover's
     // NTT buffers) is charged too, never waited for.
@@ -170,6 +171,8 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     // One thread for deadline partitions, started here at the engine's own priority
     // and kept across restarts of the stage.
     let urgent = synthesize::UrgentThread::spawn().map(Arc::new);
+    // Built here, before any worker is reniced, so its threads are not.
+    crate::runtime::urgent_pool::init();
     let urgent_at = cfg.ingest.priority.express;
     let native = cfg.synthesize.native;
     let synth = b.stage(

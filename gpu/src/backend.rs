@@ -46,9 +46,22 @@ pub struct UploadedPartition {
     /// The CUDA backend's pinned copy of a, b, c and the dense scalar vectors
     /// (those are then emptied in `host`).
     pub(crate) pinned: Option<crate::pinned::PinnedPartition>,
+    /// Deadline work: it takes the device before any bulk partition waiting for it.
+    pub(crate) urgent: bool,
 }
 
 impl UploadedPartition {
+    /// Marks the partition as deadline work ([`Backend::execute`] then hands it the
+    /// device before any waiting bulk partition).
+    pub fn set_urgent(&mut self, urgent: bool) {
+        self.urgent = urgent;
+    }
+
+    /// Whether it is deadline work.
+    pub fn is_urgent(&self) -> bool {
+        self.urgent
+    }
+
     /// Name of the backend that uploaded it.
     pub fn backend(&self) -> &'static str {
         self.backend

@@ -272,6 +272,8 @@ mod imp {
         split: [Option<&'a SplitScalars>; 3],
         /// Whether B_G2 is asked for.
         with_b_g2: bool,
+        /// Deadline work: runs from a staging buffer of its own (staging.rs).
+        urgent: bool,
     }
 
     impl<'a> Arrays<'a> {
@@ -279,8 +281,14 @@ mod imp {
         /// there, else from the host arrays.
         fn of(p: &'a HostPartition, pin: Option<&'a PinnedPartition>, with_b_g2: bool) -> Self {
             let pinned = |i: usize| pin.and_then(|pp| pp.part(i));
-            let mut arrays =
-                Arrays { ptrs: [std::ptr::null(); 6], counts: [0; 6], lg: p.domain_log2, split: [None; 3], with_b_g2 };
+            let mut arrays = Arrays {
+                ptrs: [std::ptr::null(); 6],
+                counts: [0; 6],
+                lg: p.domain_log2,
+                split: [None; 3],
+                with_b_g2,
+                urgent: false,
+            };
             for (i, s) in p.abc.abc().into_iter().enumerate() {
                 (arrays.ptrs[i], arrays.counts[i]) = pinned(i).unwrap_or((s.as_ptr().cast(), s.len()));
             }
@@ -595,7 +603,7 @@ mod imp {
                 (None, Some(lent)) => Some(PinnedPartition::lent(lent)),
                 (None, None) => None,
             };
-            Ok(UploadedPartition { staged: None, backend: self.name(), host, pinned })
+            Ok(UploadedPartition { staged: None, backend: self.name(), host, pinned, urgent: false })
         }
 
         fn prefetch(&self, srs: &ProvingKey) {
@@ -626,7 +634,8 @@ mod imp {
                 return Err(GpuError::WrongBackend { uploaded: uploaded.backend, executing: self.name() });
             }
             let (p, pin) = (&uploaded.host, uploaded.pinned.as_ref());
-            let arrays = Arrays::of(p, pin, with_b_g2);
+            let mut arrays = Arrays::of(p, pin, with_b_g2);
+            arrays.urgent = uploaded.urgent;
             check_counts(arrays.counts, p.domain_log2, srs)?;
             check_split([&p.l_scalars, &p.a_scalars, &p.b_scalars])?;
             let lease = uploaded.staged.as_ref();
@@ -636,6 +645,7 @@ mod imp {
             failover(
                 &self.slots,
                 lease.map(|l| l.device),
+                uploaded.urgent,
                 |dev, st| self.attempt(dev, st, &arrays, lease, srs, fault.take()),
                 |dev, e| self.is_sticky(dev, e),
                 |dev, st, e| self.retired(dev, st, e),
@@ -911,7 +921,7 @@ mod imp {
             // the workspace and resident sets; a required one may evict resident
             // sets, least recently used first.
             let margin = self.opts.vram_margin;
-            let buffer = self.staging.for_execution(dev, lg, lease, |after, need, may_evict| loop {
+            let buffer = self.staging.for_execution(dev, lg, lease, arr.urgent, |after, need, may_evict| loop {
                 let free = cuda::info(index).map(|i| i.free_mem as u64).unwrap_or(0);
                 if st.reserved() + after <= device.budget && free >= need + margin {
                     return true;

@@ -20,8 +20,9 @@ use std::{
     cell::Cell,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Mutex, MutexGuard, OnceLock, TryLockError,
+        Condvar, Mutex, MutexGuard, OnceLock, TryLockError,
     },
+    time::Duration,
 };
 
 use crate::{DeviceStats, GpuError};
@@ -111,9 +112,53 @@ struct Slot<T> {
 }
 
 /// The devices of a backend, by index; work is handed only to healthy ones.
+///
+/// Deadline work goes first: while an urgent caller waits in [`Devices::acquire`],
+/// bulk callers do not take a device, so the next device freed (after the PoRep
+/// partition running on it, ~1.8 s at 32GiB) goes to the deadline partition.
 pub(crate) struct Devices<T> {
     slots: Vec<Slot<T>>,
     next: AtomicUsize,
+    /// Urgent callers waiting in `acquire`, and the signal of a device freed.
+    urgent: Mutex<usize>,
+    freed: Condvar,
+}
+
+/// A device's state, held; dropping it wakes the callers waiting for a device.
+pub(crate) struct DeviceGuard<'a, T> {
+    guard: Option<MutexGuard<'a, T>>,
+    freed: &'a Condvar,
+}
+
+impl<T> std::ops::Deref for DeviceGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl<T> std::ops::DerefMut for DeviceGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl<T> Drop for DeviceGuard<'_, T> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        self.freed.notify_all();
+    }
+}
+
+/// Counts an urgent caller while it waits.
+struct UrgentWaiting<'a>(&'a Mutex<usize>, &'a Condvar);
+
+impl Drop for UrgentWaiting<'_> {
+    fn drop(&mut self) {
+        *lock(self.0) -= 1;
+        // Bulk callers held back by this one may go now.
+        self.1.notify_all();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,7 +168,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<T> Devices<T> {
     pub(crate) fn new(states: impl IntoIterator<Item = T>) -> Self {
         let slots = states.into_iter().map(|s| Slot { state: Mutex::new(s), retired: OnceLock::new() }).collect();
-        Devices { slots, next: AtomicUsize::new(0) }
+        Devices { slots, next: AtomicUsize::new(0), urgent: Mutex::new(0), freed: Condvar::new() }
     }
 
     pub(crate) fn health(&self, i: usize) -> DeviceHealth {
@@ -175,31 +220,42 @@ impl<T> Devices<T> {
     }
 
     /// A free healthy device (`prefer` first, when it is healthy and free), or (all
-    /// busy) `prefer` or else the next healthy one in turn, waited for; `None` when
-    /// every device is retired. Never a retired device: a device that fails fast is
-    /// idle more often than the others, and would otherwise draw most of the work.
-    pub(crate) fn acquire(&self, prefer: Option<usize>) -> Option<(usize, MutexGuard<'_, T>)> {
+    /// busy) the first healthy one freed, waited for; `None` when every device is
+    /// retired. Never a retired device: a device that fails fast is idle more often
+    /// than the others, and would otherwise draw most of the work. An `urgent`
+    /// caller goes before every bulk caller (type docs).
+    pub(crate) fn acquire(&self, prefer: Option<usize>, urgent: bool) -> Option<(usize, DeviceGuard<'_, T>)> {
+        let _waiting = urgent.then(|| {
+            *lock(&self.urgent) += 1;
+            UrgentWaiting(&self.urgent, &self.freed)
+        });
+        let guard = |g| DeviceGuard { guard: Some(g), freed: &self.freed };
         loop {
             let healthy = self.healthy();
             if healthy.is_empty() {
                 return None;
             }
-            let prefer = prefer.filter(|p| healthy.contains(p));
-            if let Some(g) = prefer.and_then(|p| self.try_lock_healthy(p)) {
-                return Some((prefer.unwrap_or_default(), g));
-            }
-            let start = self.next.fetch_add(1, Ordering::Relaxed);
-            for k in 0..healthy.len() {
-                let i = healthy[(start + k) % healthy.len()];
-                if let Some(g) = self.try_lock_healthy(i) {
-                    return Some((i, g));
+            let waiting = lock(&self.urgent);
+            // A bulk caller leaves every device to urgent ones while any waits.
+            if urgent || *waiting == 0 {
+                drop(waiting);
+                let prefer = prefer.filter(|p| healthy.contains(p));
+                if let Some(g) = prefer.and_then(|p| self.try_lock_healthy(p)) {
+                    return Some((prefer.unwrap_or_default(), guard(g)));
                 }
-            }
-            let i = prefer.unwrap_or(healthy[start % healthy.len()]);
-            let g = lock(&self.slots[i].state);
-            // Retired while this thread waited for it: pick again.
-            if self.health(i) == DeviceHealth::Healthy {
-                return Some((i, g));
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                for k in 0..healthy.len() {
+                    let i = healthy[(start + k) % healthy.len()];
+                    if let Some(g) = self.try_lock_healthy(i) {
+                        return Some((i, guard(g)));
+                    }
+                }
+                // Freed devices signal; a guard taken by `try_lock_healthy`
+                // elsewhere (prefetch) does not, hence the timeout.
+                let waiting = lock(&self.urgent);
+                let _ = self.freed.wait_timeout(waiting, Duration::from_millis(5));
+            } else {
+                let _ = self.freed.wait_timeout(waiting, Duration::from_millis(5));
             }
         }
     }
@@ -218,6 +274,7 @@ impl<T> Devices<T> {
 pub(crate) fn failover<T, R>(
     devices: &Devices<T>,
     prefer: Option<usize>,
+    urgent: bool,
     mut attempt: impl FnMut(usize, &mut T) -> Result<R, GpuError>,
     mut sticky: impl FnMut(usize, &GpuError) -> bool,
     mut retired: impl FnMut(usize, &mut T, &GpuError),
@@ -225,7 +282,7 @@ pub(crate) fn failover<T, R>(
 ) -> Result<R, GpuError> {
     const DEVICE_ATTEMPTS: usize = 2;
     for _ in 0..DEVICE_ATTEMPTS {
-        let Some((dev, mut st)) = devices.acquire(prefer) else { break };
+        let Some((dev, mut st)) = devices.acquire(prefer, urgent) else { break };
         match attempt(dev, &mut *st) {
             Ok(r) => return Ok(r),
             Err(e) if sticky(dev, &e) => {
@@ -318,14 +375,14 @@ mod tests {
         assert_eq!(devs.retired_reason(1), Some("illegal address"));
         // Device 1 is free (it fails fast, so it is idle) but never handed out.
         for _ in 0..12 {
-            let (i, _g) = devs.acquire(None).unwrap();
+            let (i, _g) = devs.acquire(None, false).unwrap();
             assert_ne!(i, 1);
         }
         // All healthy ones busy: wait for one of them, never take the idle retired one.
         let g0 = devs.lock(0);
         let g2 = devs.lock(2);
         let d = devs.clone();
-        let waiter = std::thread::spawn(move || d.acquire(None).map(|(i, _)| i));
+        let waiter = std::thread::spawn(move || d.acquire(None, false).map(|(i, _)| i));
         std::thread::sleep(Duration::from_millis(50));
         drop((g0, g2));
         let got = waiter.join().unwrap().unwrap();
@@ -345,7 +402,7 @@ mod tests {
         let b2 = b.clone();
         let waiter = std::thread::spawn(move || {
             b2.wait();
-            d.acquire(None).map(|(i, _)| i)
+            d.acquire(None, false).map(|(i, _)| i)
         });
         b.wait();
         std::thread::sleep(Duration::from_millis(50));
@@ -357,13 +414,39 @@ mod tests {
         assert_eq!(waiter.join().unwrap(), Some(1));
     }
 
+    /// A deadline partition waiting for a busy device gets it before a bulk one
+    /// that was waiting first.
+    #[test]
+    fn an_urgent_caller_gets_the_device_before_waiting_bulk_callers() {
+        let devs = Arc::new(Devices::new([0u32]));
+        let (_, held) = devs.acquire(None, false).unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let spawn = |urgent: bool, name: &'static str| {
+            let (d, o) = (devs.clone(), order.clone());
+            std::thread::spawn(move || {
+                let (_, mut g) = d.acquire(None, urgent).unwrap();
+                o.lock().unwrap().push(name);
+                *g += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            })
+        };
+        let bulk = spawn(false, "bulk");
+        std::thread::sleep(Duration::from_millis(50));
+        let urgent = spawn(true, "urgent");
+        std::thread::sleep(Duration::from_millis(50));
+        drop(held);
+        bulk.join().unwrap();
+        urgent.join().unwrap();
+        assert_eq!(*order.lock().unwrap(), ["urgent", "bulk"]);
+    }
+
     #[test]
     fn no_device_left_is_reported() {
         let devs = Devices::new([(), ()]);
         devs.retire(0, "x".into());
-        assert!(devs.acquire(None).is_some());
+        assert!(devs.acquire(None, false).is_some());
         devs.retire(1, "y".into());
-        assert!(devs.acquire(None).is_none());
+        assert!(devs.acquire(None, false).is_none());
         assert_eq!(devs.first_healthy(), None);
         let stats = |h: [DeviceHealth; 2]| {
             h.iter()
@@ -380,23 +463,23 @@ mod tests {
     fn acquire_prefers_the_staged_device_unless_another_is_free() {
         let devs = Arc::new(Devices::new([0u32, 0, 0]));
         for _ in 0..6 {
-            assert_eq!(devs.acquire(Some(2)).map(|(i, _)| i), Some(2), "free: the preferred one");
+            assert_eq!(devs.acquire(Some(2), false).map(|(i, _)| i), Some(2), "free: the preferred one");
         }
         let g2 = devs.lock(2);
-        let (other, g) = devs.acquire(Some(2)).unwrap();
+        let (other, g) = devs.acquire(Some(2), false).unwrap();
         assert_ne!(other, 2, "busy: a free one instead");
         drop(g);
         // All busy: wait for the preferred one, not the next in turn.
         let (g0, g1) = (devs.lock(0), devs.lock(1));
         let d = devs.clone();
-        let waiter = std::thread::spawn(move || d.acquire(Some(2)).map(|(i, _)| i));
+        let waiter = std::thread::spawn(move || d.acquire(Some(2), false).map(|(i, _)| i));
         std::thread::sleep(Duration::from_millis(50));
         drop(g2);
         assert_eq!(waiter.join().unwrap(), Some(2));
         drop((g0, g1));
         // A retired preferred device is passed over.
         assert!(devs.retire(2, "illegal address".into()));
-        assert_ne!(devs.acquire(Some(2)).map(|(i, _)| i), Some(2));
+        assert_ne!(devs.acquire(Some(2), false).map(|(i, _)| i), Some(2));
     }
 
     /// Simulated devices: `fail[i]` is the error device i returns (None: works).
@@ -406,6 +489,7 @@ mod tests {
         let r = failover(
             devs,
             None,
+            false,
             |i, runs| {
                 *runs += 1;
                 tried.push(i.to_string());
@@ -446,7 +530,7 @@ mod tests {
         let (r, tried) = run(&devs, &[Some(719), Some(-700)]);
         assert_eq!(r.unwrap(), "cpu");
         assert_eq!(tried.len(), 2);
-        assert!(devs.acquire(None).is_none());
+        assert!(devs.acquire(None, false).is_none());
         let (r, tried) = run(&devs, &[None, None]);
         assert_eq!((r.unwrap(), tried.len()), ("cpu", 0));
     }

@@ -70,6 +70,10 @@ struct Buffer<B> {
     stage: Arc<B>,
     state: State,
     generation: u64,
+    /// Deadline partitions' own buffer, beyond `per_device`: StagePcie never takes
+    /// or replaces it, so a WinningPoSt does not wait for a PoRep upload to finish,
+    /// nor take (and cost a re-upload to) a staged PoRep partition's buffer.
+    urgent_only: bool,
 }
 
 struct Inner<B> {
@@ -83,8 +87,19 @@ impl<B: DeviceBuffer> Inner<B> {
         let stage = B::alloc(dev, lg)?;
         self.next_id += 1;
         let v = &mut self.devices[dev];
-        v.push(Buffer { id: self.next_id, stage: Arc::new(stage), state: State::Free, generation: 0 });
+        v.push(Buffer {
+            id: self.next_id,
+            stage: Arc::new(stage),
+            state: State::Free,
+            generation: 0,
+            urgent_only: false,
+        });
         Ok(v.len() - 1)
+    }
+
+    /// Bulk buffers of `dev` (what `per_device` bounds).
+    fn bulk(&self, dev: usize) -> usize {
+        self.devices[dev].iter().filter(|b| !b.urgent_only).count()
     }
 
     /// Frees buffer `i` of `dev` (free, or staged and then synchronized), then
@@ -230,13 +245,15 @@ impl<B: DeviceBuffer> Staging<B> {
                 Uploading { device: dev, id: b.id, generation: b.generation, stage: b.stage.clone() }
             };
             for &d in &order {
-                if let Some(b) = inner.devices[d].iter_mut().find(|b| b.state == State::Free && b.stage.lg() >= lg) {
+                if let Some(b) =
+                    inner.devices[d].iter_mut().find(|b| !b.urgent_only && b.state == State::Free && b.stage.lg() >= lg)
+                {
                     return Some(take(b, d));
                 }
             }
             for &d in &order {
                 let v = &inner.devices[d];
-                if v.len() < self.per_device && fits(d, bytes_of(v) + need, need) {
+                if inner.bulk(d) < self.per_device && fits(d, bytes_of(v) + need, need) {
                     match inner.add(d, lg) {
                         Ok(i) => return Some(take(&mut inner.devices[d][i], d)),
                         Err((code, msg)) => {
@@ -247,7 +264,7 @@ impl<B: DeviceBuffer> Staging<B> {
             }
             for &d in &order {
                 let v = &inner.devices[d];
-                let Some(i) = v.iter().position(|b| b.state == State::Free) else { continue };
+                let Some(i) = v.iter().position(|b| !b.urgent_only && b.state == State::Free) else { continue };
                 let old = super::cuda::device_staging_bytes(v[i].stage.lg());
                 if fits(d, bytes_of(v) - old + need, need.saturating_sub(old)) {
                     match inner.replace(d, i, lg) {
@@ -259,8 +276,9 @@ impl<B: DeviceBuffer> Staging<B> {
                 }
             }
             // Wait only for a buffer that will come free and can hold it.
-            let coming =
-                order.iter().any(|&d| inner.devices[d].iter().any(|b| b.state != State::Free && b.stage.lg() >= lg));
+            let coming = order.iter().any(|&d| {
+                inner.devices[d].iter().any(|b| !b.urgent_only && b.state != State::Free && b.stage.lg() >= lg)
+            });
             let now = Instant::now();
             if !wait || !coming || now >= deadline {
                 return None;
@@ -299,11 +317,16 @@ impl<B: DeviceBuffer> Staging<B> {
     /// # Errors
     /// `(bytes needed, None)` when no buffer fits the budget, `(.., Some(error))`
     /// when allocating one failed.
+    ///
+    /// An `urgent` partition (deadline work) first runs from its own buffer: a
+    /// free one kept for such partitions, or one added beyond `per_device` where
+    /// `fits(.., .., false)` allows; only then from the others.
     pub(crate) fn for_execution(
         &self,
         dev: usize,
         lg: u32,
         lease: Option<&Lease<B>>,
+        urgent: bool,
         mut fits: impl FnMut(u64, u64, bool) -> bool,
     ) -> Result<Running<'_, B>, NoBuffer> {
         let need = super::cuda::device_staging_bytes(lg);
@@ -320,12 +343,32 @@ impl<B: DeviceBuffer> Staging<B> {
                 return Ok(run(b, true));
             }
         }
+        if urgent {
+            let v = &inner.devices[dev];
+            if let Some(i) = v.iter().position(|b| b.urgent_only && b.state == State::Free && b.stage.lg() >= lg) {
+                return Ok(run(&mut inner.devices[dev][i], false));
+            }
+            // Replace a smaller one of its own, or add one.
+            let own = v.iter().position(|b| b.urgent_only && b.state == State::Free);
+            let old = own.map_or(0, |i| super::cuda::device_staging_bytes(v[i].stage.lg()));
+            if fits(bytes_of(v) - old + need, need.saturating_sub(old), false) {
+                let added = match own {
+                    Some(i) => inner.replace(dev, i, lg),
+                    None => inner.add(dev, lg),
+                };
+                if let Ok(i) = added {
+                    let b = &mut inner.devices[dev][i];
+                    b.urgent_only = true;
+                    return Ok(run(b, false));
+                }
+            }
+        }
         loop {
             let v = &inner.devices[dev];
             if let Some(i) = v.iter().position(|b| b.state == State::Free && b.stage.lg() >= lg) {
                 return Ok(run(&mut inner.devices[dev][i], false));
             }
-            if v.len() < self.per_device && fits(bytes_of(v) + need, need, false) {
+            if inner.bulk(dev) < self.per_device && fits(bytes_of(v) + need, need, false) {
                 let i = inner.add(dev, lg).map_err(|e| (need, Some(e)))?;
                 return Ok(run(&mut inner.devices[dev][i], false));
             }
@@ -419,7 +462,7 @@ mod tests {
         let l2 = stage(&s, 10, false).expect("a second buffer");
         assert!(stage(&s, 10, false).is_none(), "two per device, both hold partitions");
         assert_eq!(s.bytes(0), 2 * crate::cuda::device_staging_bytes(10));
-        let r = s.for_execution(0, 10, Some(&l1), |_, _, _| panic!("no new buffer needed")).unwrap();
+        let r = s.for_execution(0, 10, Some(&l1), false, |_, _, _| panic!("no new buffer needed")).unwrap();
         assert!(r.staged, "runs from its own staged buffer");
         assert_eq!(states(&s, 0), [State::Executing, State::Staged]);
         drop(l1); // its buffer is executing: the lease no longer owns it
@@ -435,7 +478,7 @@ mod tests {
     fn an_unstaged_execution_takes_a_staged_buffer_and_its_owner_uploads_again() {
         let s = Staging::<Fake>::new(1, 1);
         let l1 = stage(&s, 10, false).unwrap();
-        let r = s.for_execution(0, 10, None, |_, _, _| false).unwrap();
+        let r = s.for_execution(0, 10, None, false, |_, _, _| false).unwrap();
         assert!(!r.staged, "taken from the staged partition, to be uploaded into");
         drop(l1);
         assert_eq!(states(&s, 0), [State::Executing], "the old lease does not free a buffer it lost");
@@ -443,10 +486,35 @@ mod tests {
         let l2 = stage(&s, 10, false).unwrap();
         let lost = stage(&s, 10, false);
         assert!(lost.is_none());
-        let r = s.for_execution(0, 10, None, |_, _, _| false).unwrap();
+        let r = s.for_execution(0, 10, None, false, |_, _, _| false).unwrap();
         drop(r);
-        let r = s.for_execution(0, 10, Some(&l2), |_, _, _| false).unwrap();
+        let r = s.for_execution(0, 10, Some(&l2), false, |_, _, _| false).unwrap();
         assert!(!r.staged, "its buffer was taken: it uploads again");
+    }
+
+    /// A deadline partition runs from a buffer of its own beyond `per_device`: it
+    /// takes no staged PoRep partition's buffer, and StagePcie never takes its.
+    #[test]
+    fn an_urgent_execution_runs_from_its_own_buffer() {
+        let s = Staging::<Fake>::new(1, 1);
+        let l1 = stage(&s, 12, false).unwrap();
+        let r = s.for_execution(0, 8, None, true, |_, _, _| true).unwrap();
+        assert!(!r.staged);
+        assert_eq!(states(&s, 0), [State::Staged, State::Executing], "the staged partition keeps its buffer");
+        drop(r);
+        // Reused by the next deadline partition; never by StagePcie.
+        assert!(stage(&s, 8, false).is_none(), "StagePcie does not take the deadline buffer");
+        let r = s.for_execution(0, 8, None, true, |_, _, _| panic!("no new buffer needed")).unwrap();
+        drop(r);
+        let r = s.for_execution(0, 12, Some(&l1), false, |_, _, _| false).unwrap();
+        assert!(r.staged, "the PoRep partition runs from its own staged buffer");
+        drop(r);
+        // Without room for one, it falls back to taking a buffer as before.
+        let s = Staging::<Fake>::new(1, 1);
+        let _l = stage(&s, 12, false).unwrap();
+        let r = s.for_execution(0, 8, None, true, |_, _, may_evict| may_evict).unwrap();
+        assert_eq!(states(&s, 0), [State::Executing]);
+        drop(r);
     }
 
     #[test]
@@ -458,12 +526,12 @@ mod tests {
         }
         let first = stage(&s, 10, false).unwrap();
         let second = stage(&s, 10, false).unwrap();
-        let r = s.for_execution(0, 10, None, |_, _, _| false).unwrap();
+        let r = s.for_execution(0, 10, None, false, |_, _, _| false).unwrap();
         drop(r);
-        let r = s.for_execution(0, 10, Some(&second), |_, _, _| false).unwrap();
+        let r = s.for_execution(0, 10, Some(&second), false, |_, _, _| false).unwrap();
         assert!(!r.staged, "the later one lost its buffer");
         drop(r);
-        let r = s.for_execution(0, 10, Some(&first), |_, _, _| false).unwrap();
+        let r = s.for_execution(0, 10, Some(&first), false, |_, _, _| false).unwrap();
         assert!(r.staged, "the earlier one kept it");
     }
 
@@ -511,10 +579,10 @@ mod tests {
         );
         assert_eq!(s.bytes(0), 0);
         // An execution that needs a buffer and has no room gets the bytes it needed.
-        let e = s.for_execution(0, 10, None, |_, _, _| false).err().unwrap();
+        let e = s.for_execution(0, 10, None, false, |_, _, _| false).err().unwrap();
         assert_eq!(e.0, crate::cuda::device_staging_bytes(10));
         assert!(e.1.is_none());
-        let e = s.for_execution(0, 30, None, |_, _, _| true).err().unwrap();
+        let e = s.for_execution(0, 30, None, false, |_, _, _| true).err().unwrap();
         assert!(e.1.is_some(), "allocation error passed on");
     }
 
@@ -524,7 +592,7 @@ mod tests {
         drop(stage(&s, 10, false).unwrap());
         let l = stage(&s, 12, false).expect("the free 2^10 buffer replaced");
         assert_eq!(s.bytes(0), crate::cuda::device_staging_bytes(12));
-        let r = s.for_execution(0, 12, Some(&l), |_, _, _| false).unwrap();
+        let r = s.for_execution(0, 12, Some(&l), false, |_, _, _| false).unwrap();
         assert!(r.staged);
     }
 

@@ -2,6 +2,12 @@
 //! alone and while a saturating PoRep stream runs, on this host's backend. The
 //! per-kind priorities (`[ingest.priority]`) are what keep the second close to the
 //! first.
+//!
+//! With `--load-sector-size 32GiB` (or 64GiB) the load is full size: shape-only C1s
+//! against TEST-ONLY timing parameters made in memory, from a cold engine (the
+//! recording of the circuit included), while WinningPoSt, a WindowPoSt partition, a
+//! whole WindowPoSt deadline and a SnapDeals update are submitted every
+//! `--post-every-ms`, overlapping, each verified by filecoin-proofs (full_size.rs).
 
 use std::{
     process::ExitCode,
@@ -20,17 +26,35 @@ use cuzk::{config::Config, filecoin as fil, Engine, JobSpec};
 pub struct DeadlineArgs {
     /// Submissions of each kind per phase (one at a time).
     #[arg(long, default_value_t = 20)]
-    count: usize,
-    /// PoRep jobs kept in flight by the load stream.
-    #[arg(long, default_value_t = 32)]
-    load_inflight: usize,
+    pub(super) count: usize,
+    /// PoRep jobs kept in flight by the load stream (default 32; 2 with
+    /// --load-sector-size).
+    #[arg(long)]
+    pub(super) load_inflight: Option<usize>,
     /// Work directory for the sealed test sectors (default: a temporary one).
     #[arg(long, value_name = "DIR")]
-    work: Option<std::path::PathBuf>,
+    pub(super) work: Option<std::path::PathBuf>,
+    /// A full-size load instead of 2KiB PoRep: shape-only C1s of this sector size
+    /// (32GiB, 64GiB) against TEST-ONLY timing parameters made in memory. The
+    /// engine's Verify stage is off (such proofs never verify); the deadline proofs
+    /// are verified by filecoin-proofs here.
+    #[arg(long, value_name = "SIZE")]
+    pub(super) load_sector_size: Option<String>,
+    /// With --load-sector-size: PoRep proofs the load makes; the run ends with them.
+    #[arg(long, default_value_t = 4)]
+    pub(super) load_proofs: usize,
+    /// With --load-sector-size: of those, the last N run with no deadline work
+    /// beside them, for the PoRep throughput the deadline work costs.
+    #[arg(long, default_value_t = 0)]
+    pub(super) quiet_proofs: usize,
+    /// With --load-sector-size: a deadline proof is submitted this often (the kinds
+    /// in turn, overlapping).
+    #[arg(long, default_value_t = 1500)]
+    pub(super) post_every_ms: u64,
 }
 
 /// p50 / p99 / max of `v` in seconds.
-fn percentiles(v: &mut [f64]) -> (f64, f64, f64) {
+pub(super) fn percentiles(v: &mut [f64]) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
     (at(0.5), at(0.99), v[v.len() - 1])
@@ -68,6 +92,9 @@ fn latencies(
 }
 
 pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
+    if a.load_sector_size.is_some() {
+        return super::deadline_full::run(cfg, a);
+    }
     let dir = cfg.engine.ingest.param_cache_dir();
     std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
     let winning = fil::RegisteredPoStProof::StackedDrgWinning2KiBV1;
@@ -120,7 +147,7 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicU64::new(0));
         let load: Vec<_> = if loaded {
-            (0..a.load_inflight)
+            (0..a.load_inflight.unwrap_or(32))
                 .map(|_| {
                     let (engine, stop, done, porep) = (engine.clone(), stop.clone(), done.clone(), porep.clone());
                     std::thread::spawn(move || {
@@ -170,7 +197,7 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn tempdir_in(dir: Option<std::path::PathBuf>) -> Result<std::path::PathBuf> {
+pub(super) fn tempdir_in(dir: Option<std::path::PathBuf>) -> Result<std::path::PathBuf> {
     let d = dir.unwrap_or_else(|| std::env::temp_dir().join(format!("cuzk-deadline-{}", std::process::id())));
     std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
     Ok(d)

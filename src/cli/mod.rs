@@ -5,6 +5,7 @@
 mod bench;
 mod daemon;
 mod deadline;
+mod deadline_full;
 mod gen_c1;
 mod gen_vanilla;
 mod grid;

@@ -11,15 +11,35 @@ pub struct BudgetConfig {
     pub host_memory: MemoryLimit,
     /// Memory kept free for everything else when `host_memory = "auto"`.
     pub host_safety_margin: ByteSize,
+    /// Part of the host budget that only deadline work (WinningPoSt, WindowPoSt)
+    /// may use, so that it finds room while PoRep partitions (and a recording)
+    /// hold the rest: a size, or "auto" = 1 GiB (a WinningPoSt partition at any
+    /// sector size, estimated), at most an eighth of the budget. Deadline work
+    /// also goes ahead of every bulk request waiting for memory, so a larger
+    /// deadline partition (WindowPoSt at 32GiB) waits for the next PoRep partition
+    /// to leave, not for all of them. 0 = none.
+    pub deadline_reserve: MemoryLimit,
 }
 
 impl Default for BudgetConfig {
     fn default() -> Self {
-        BudgetConfig { host_memory: MemoryLimit::Auto, host_safety_margin: ByteSize(4 << 30) }
+        BudgetConfig {
+            host_memory: MemoryLimit::Auto,
+            host_safety_margin: ByteSize(4 << 30),
+            deadline_reserve: MemoryLimit::Auto,
+        }
     }
 }
 
 impl BudgetConfig {
+    /// The deadline reserve in bytes for a host budget of `host` bytes.
+    pub fn deadline_reserve_bytes(&self, host: u64) -> u64 {
+        match self.deadline_reserve {
+            MemoryLimit::Bytes(b) => b.0.min(host),
+            MemoryLimit::Auto => (1u64 << 30).min(host / 8),
+        }
+    }
+
     /// The host budget in bytes, resolving "auto" with the machine's total memory.
     ///
     /// # Errors

@@ -1,4 +1,12 @@
 //! The accounting behind a budget: capacity, what is reserved, who waits.
+//!
+//! Two classes of request. Bulk work (PoRep, SnapDeals, parameters, recordings)
+//! may use the budget less its deadline reserve, in FIFO order. Urgent work
+//! (deadline proofs: WinningPoSt, WindowPoSt) may use all of it and goes ahead of
+//! every bulk waiter: it is granted at once when it fits, else it waits at the
+//! front, and the next memory returned goes to it. So a WinningPoSt never queues
+//! behind a 26 GB PoRep partition that waits for room, and the reserve keeps room
+//! for it even while a recording holds its partition for minutes.
 
 use std::{
     collections::VecDeque,
@@ -19,15 +27,30 @@ struct Waiter {
 struct State {
     used: u64,
     peak: u64,
+    /// Bulk waiters, FIFO.
     waiters: VecDeque<Waiter>,
+    /// Urgent waiters, FIFO, all served before any bulk waiter.
+    urgent: VecDeque<Waiter>,
     grants: u64,
     waits: u64,
+    urgent_grants: u64,
+    urgent_waits: u64,
 }
 
-/// A budget: grants [`Reservation`]s in FIFO order while they fit.
+/// Which class a request belongs to (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Bulk,
+    Urgent,
+}
+
+/// A budget: grants [`Reservation`]s in FIFO order while they fit, urgent ones
+/// first (module docs).
 pub struct Ledger {
     name: &'static str,
     capacity: u64,
+    /// Kept out of reach of bulk requests.
+    reserve: u64,
     state: Mutex<State>,
 }
 
@@ -45,6 +68,11 @@ pub struct BudgetSnapshot {
     pub grants: u64,
     /// Reservations that had to wait.
     pub waits: u64,
+    /// Kept for urgent work: bulk requests may use `capacity - deadline_reserve`.
+    pub deadline_reserve: u64,
+    /// Of `grants` and `waits`, those of urgent requests.
+    pub urgent_grants: u64,
+    pub urgent_waits: u64,
 }
 
 /// Either granted now, or a receiver that gets the grant later.
@@ -56,7 +84,20 @@ pub enum Grant {
 impl Ledger {
     /// A budget of `capacity` bytes named `name` ("host", "pinned", "vram0").
     pub fn new(name: &'static str, capacity: u64) -> Arc<Self> {
-        Arc::new(Ledger { name, capacity, state: Mutex::new(State::default()) })
+        Self::with_reserve(name, capacity, 0)
+    }
+
+    /// A budget that keeps `reserve` bytes (at most all of it) for urgent requests.
+    pub fn with_reserve(name: &'static str, capacity: u64, reserve: u64) -> Arc<Self> {
+        Arc::new(Ledger { name, capacity, reserve: reserve.min(capacity), state: Mutex::new(State::default()) })
+    }
+
+    /// What requests of `class` may hold in all.
+    fn limit(&self, class: Class) -> u64 {
+        match class {
+            Class::Bulk => self.capacity - self.reserve,
+            Class::Urgent => self.capacity,
+        }
     }
 
     /// The budget's name.
@@ -75,12 +116,21 @@ impl Ledger {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Asks for `bytes`. Granted at once if it fits and nobody waits before it;
-    /// otherwise queued in FIFO order (a large request is not starved by small ones).
+    /// Asks for `bytes` as bulk work: granted at once if it fits beside the
+    /// deadline reserve and nobody waits before it; otherwise queued in FIFO order
+    /// (a large request is not starved by small ones).
     ///
     /// # Errors
-    /// [`BudgetError::ExceedsCapacity`] when `bytes` exceeds the whole budget.
+    /// [`BudgetError::ExceedsCapacity`] when `bytes` exceeds what bulk work may hold.
     pub fn reserve(self: &Arc<Self>, bytes: u64) -> Result<Grant, BudgetError> {
+        self.reserve_as(bytes, Class::Bulk)
+    }
+
+    /// Asks for `bytes` as `class` (module docs).
+    ///
+    /// # Errors
+    /// [`BudgetError::ExceedsCapacity`] when `bytes` exceeds what the class may hold.
+    pub fn reserve_as(self: &Arc<Self>, bytes: u64, class: Class) -> Result<Grant, BudgetError> {
         if bytes > self.capacity {
             return Err(BudgetError::ExceedsCapacity {
                 budget: self.name,
@@ -88,25 +138,45 @@ impl Ledger {
                 capacity: ByteSize(self.capacity),
             });
         }
+        let limit = self.limit(class);
+        if bytes > limit {
+            return Err(BudgetError::ExceedsBulkLimit {
+                budget: self.name,
+                requested: ByteSize(bytes),
+                limit: ByteSize(limit),
+                reserve: ByteSize(self.reserve),
+            });
+        }
         let mut s = self.lock();
-        if s.waiters.is_empty() && s.used + bytes <= self.capacity {
+        // Urgent requests wait only for urgent ones; bulk ones for everybody.
+        let ahead = s.urgent.iter().any(|w| !w.tx.is_closed())
+            || (class == Class::Bulk && s.waiters.iter().any(|w| !w.tx.is_closed()));
+        if !ahead && s.used + bytes <= limit {
             s.used += bytes;
             s.peak = s.peak.max(s.used);
             s.grants += 1;
+            s.urgent_grants += u64::from(class == Class::Urgent);
             return Ok(Grant::Now(Reservation { ledger: Some(self.clone()), bytes }));
         }
         let (tx, rx) = oneshot::channel();
         s.waits += 1;
-        s.waiters.push_back(Waiter { bytes, tx });
+        match class {
+            Class::Bulk => s.waiters.push_back(Waiter { bytes, tx }),
+            Class::Urgent => {
+                s.urgent_waits += 1;
+                s.urgent.push_back(Waiter { bytes, tx });
+            }
+        }
         Ok(Grant::Later(rx))
     }
 
     /// Takes `bytes` now if they fit, ahead of any waiters; `None` otherwise. For
     /// optional holdings that must never wait (a cache that can do without), not
     /// for partitions, which keep their FIFO order through [`Ledger::reserve`].
+    /// Bulk work: the deadline reserve stays out of reach.
     pub fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
         let mut s = self.lock();
-        if s.used + bytes > self.capacity {
+        if s.used + bytes > self.limit(Class::Bulk) {
             return None;
         }
         s.used += bytes;
@@ -135,19 +205,32 @@ impl Ledger {
     }
 
     fn grant_waiters(self: &Arc<Self>, s: &mut State) {
-        while let Some(w) = s.waiters.front() {
+        // Urgent waiters first, up to the whole budget; bulk ones only once none is
+        // left, up to the budget less the reserve.
+        self.grant_queue(s, Class::Urgent);
+        if s.urgent.is_empty() {
+            self.grant_queue(s, Class::Bulk);
+        }
+    }
+
+    fn grant_queue(self: &Arc<Self>, s: &mut State, class: Class) {
+        let limit = self.limit(class);
+        loop {
+            let q = if class == Class::Urgent { &mut s.urgent } else { &mut s.waiters };
+            let Some(w) = q.front() else { return };
             if w.tx.is_closed() {
                 // The requester gave up (cancelled); skip it.
-                s.waiters.pop_front();
+                q.pop_front();
                 continue;
             }
-            if s.used + w.bytes > self.capacity {
-                break;
+            if s.used + w.bytes > limit {
+                return;
             }
-            let w = s.waiters.pop_front().expect("front exists");
+            let w = q.pop_front().expect("front exists");
             s.used += w.bytes;
             s.peak = s.peak.max(s.used);
             s.grants += 1;
+            s.urgent_grants += u64::from(class == Class::Urgent);
             let r = Reservation { ledger: Some(self.clone()), bytes: w.bytes };
             if let Err(mut r) = w.tx.send(r) {
                 // Receiver dropped between the check and the send: undo here, since
@@ -155,6 +238,7 @@ impl Ledger {
                 r.ledger = None;
                 s.used -= r.bytes;
                 s.grants -= 1;
+                s.urgent_grants -= u64::from(class == Class::Urgent);
             }
         }
     }
@@ -167,9 +251,12 @@ impl Ledger {
             capacity: self.capacity,
             used: s.used,
             peak: s.peak,
-            waiting: s.waiters.iter().filter(|w| !w.tx.is_closed()).count(),
+            waiting: s.waiters.iter().chain(&s.urgent).filter(|w| !w.tx.is_closed()).count(),
             grants: s.grants,
             waits: s.waits,
+            deadline_reserve: self.reserve,
+            urgent_grants: s.urgent_grants,
+            urgent_waits: s.urgent_waits,
         }
     }
 }
@@ -270,6 +357,36 @@ mod tests {
         assert_eq!(r.bytes(), 60);
         drop(r);
         assert_eq!(l.snapshot().used, 0);
+    }
+
+    /// A deadline request neither queues behind a bulk request waiting for room,
+    /// nor finds the budget full: the reserve is out of bulk work's reach.
+    #[test]
+    fn urgent_requests_skip_bulk_waiters_and_use_the_reserve() {
+        let l = Ledger::with_reserve("host", 100, 10);
+        // Bulk work fills what it may: 90.
+        let a = now(l.reserve(60).unwrap());
+        let b = now(l.reserve(30).unwrap());
+        assert!(l.try_reserve(1).is_none(), "the reserve is out of bulk work's reach");
+        let Grant::Later(mut big) = l.reserve(50).unwrap() else { panic!("bulk waits") };
+        // An urgent request fits in the reserve: granted at once, past the waiter.
+        let u = now(l.reserve_as(8, Class::Urgent).unwrap());
+        // One that does not fit waits ahead of the bulk waiter: memory returned
+        // goes to it first.
+        let Grant::Later(mut u2) = l.reserve_as(20, Class::Urgent).unwrap() else { panic!("urgent waits") };
+        drop(b);
+        let u2 = u2.try_recv().expect("the urgent waiter is served first");
+        assert!(big.try_recv().is_err(), "the bulk waiter still waits");
+        drop((u, u2));
+        // 60 held: the bulk 50 would pass 90, the bulk limit.
+        assert!(big.try_recv().is_err());
+        drop(a);
+        assert_eq!(big.try_recv().expect("granted").bytes(), 50);
+        let s = l.snapshot();
+        assert_eq!((s.deadline_reserve, s.urgent_grants, s.urgent_waits), (10, 2, 1));
+        // Bulk requests above capacity less the reserve fail at once, naming it.
+        assert!(l.reserve(91).err().unwrap().to_string().contains("budget.deadline_reserve"));
+        assert!(l.reserve_as(100, Class::Urgent).is_ok());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 pub use config::BudgetConfig;
-pub use ledger::{BudgetSnapshot, Grant, Ledger, Reservation};
+pub use ledger::{BudgetSnapshot, Class, Grant, Ledger, Reservation};
 
 pub use crate::ground::BudgetError;
 
@@ -38,6 +38,8 @@ impl Actor for BudgetActor {
 #[rtype(result = "Result<Reservation, BudgetError>")]
 pub struct Reserve {
     pub bytes: u64,
+    /// Deadline work: ahead of bulk waiters, and into the deadline reserve.
+    pub class: Class,
 }
 
 impl Handler<Reserve> for BudgetActor {
@@ -45,7 +47,7 @@ impl Handler<Reserve> for BudgetActor {
 
     fn handle(&mut self, msg: Reserve, _: &mut Context<Self>) -> Self::Result {
         let name = self.ledger.name();
-        let grant = self.ledger.reserve(msg.bytes);
+        let grant = self.ledger.reserve_as(msg.bytes, msg.class);
         Box::pin(async move {
             match grant? {
                 Grant::Now(r) => Ok(r),

@@ -95,6 +95,9 @@ pub enum BudgetError {
     /// instead of waiting forever.
     #[error("needs {requested} of {budget} memory but the whole {budget} budget is {capacity}; raise budget.{budget}_memory or use smaller partitions")]
     ExceedsCapacity { budget: &'static str, requested: ByteSize, capacity: ByteSize },
+    /// More than bulk work may hold beside the deadline reserve.
+    #[error("needs {requested} of {budget} memory but bulk work may hold {limit} of the {budget} budget (the rest, {reserve}, is budget.deadline_reserve, kept for WinningPoSt and WindowPoSt); raise budget.{budget}_memory or lower budget.deadline_reserve")]
+    ExceedsBulkLimit { budget: &'static str, requested: ByteSize, limit: ByteSize, reserve: ByteSize },
     /// The budget's owner is gone (engine shutting down).
     #[error("{0} budget is closed")]
     Closed(&'static str),

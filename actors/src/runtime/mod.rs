@@ -28,6 +28,7 @@
 //! that one does not wait for a worker busy with (or blocked sending on) bulk work.
 
 pub mod queue;
+pub mod urgent_pool;
 
 use std::{
     sync::{atomic::Ordering::Relaxed, Arc, RwLock},
@@ -38,7 +39,7 @@ use actix::prelude::*;
 use tracing::{debug, info_span, warn, Instrument};
 
 use crate::{
-    budget::{BudgetActor, Reservation, Reserve},
+    budget::{BudgetActor, Class, Reservation, Reserve},
     ground::{FaultKind, JobContext, JobId, JobTimings, PartitionFailed, StageError, StageName},
     metrics::StageMetrics,
     timeline::Timeline,
@@ -433,10 +434,13 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
                 continue;
             }
         };
+        // Deadline work reserves ahead of bulk work, into the deadline reserve
+        // (budget/ledger.rs): it never waits behind a PoRep partition for room.
+        let class = if shared.express_at.is_some_and(|t| item.job.priority >= t) { Class::Urgent } else { Class::Bulk };
         if let (true, Some(budget)) = (bytes > 0, shared.budget.as_ref()) {
             let t = Instant::now();
             let granted = tokio::select! {
-                r = budget.send(Reserve { bytes }) => Some(r),
+                r = budget.send(Reserve { bytes, class }) => Some(r),
                 _ = item.job.cancel.cancelled() => None,
             };
             StageMetrics::add(&m.budget_wait_ns, t.elapsed());
@@ -480,7 +484,12 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
                 // Acted on by the stage itself (ProveGpu).
                 Some(FaultKind::DeviceError) | None => {}
             }
-            stage.process(item)
+            // Deadline work's parallel parts run in a pool bulk work never uses.
+            if class == Class::Urgent {
+                urgent_pool::install(|| stage.process(item))
+            } else {
+                stage.process(item)
+            }
         })
         .await;
         let elapsed = started.elapsed();

@@ -60,6 +60,7 @@ impl Stage for StagePcie {
             }
         }
         let mut uploaded = uploaded;
+        uploaded.set_urgent(base.job.priority >= self.urgent_from);
         let t = Instant::now();
         let staged = self.backend.stage(&mut uploaded, base.job.priority < self.urgent_from);
         if staged.staged {

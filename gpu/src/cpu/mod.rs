@@ -24,7 +24,7 @@ impl Backend for CpuBackend {
 
     fn upload(&self, host: HostPartition) -> Result<UploadedPartition, GpuError> {
         // Nothing to copy: the kernels read host memory.
-        Ok(UploadedPartition { staged: None, backend: self.name(), host, pinned: None })
+        Ok(UploadedPartition { staged: None, backend: self.name(), host, pinned: None, urgent: false })
     }
 
     fn execute(&self, uploaded: UploadedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
