@@ -93,6 +93,26 @@ if [[ " $PHASES " == *" deadline "* ]]; then
     say "bench deadline rc=$? ($(( $(date +%s) - t )) s)"
     grep -E '^(backend|phase|alone|under|WinningPoSt|WindowPoSt partition)' "$OUT/deadline.log" | tee -a "$summary"
 fi
+if [[ " $PHASES " == *" deadlinefull "* ]]; then
+    # Deadline proofs under a full-size PoRep load from a cold engine (`cuzk bench
+    # deadline --load-sector-size`): DLF_SIZE=32GiB, DLF_PROOFS=5 load proofs of which
+    # DLF_QUIET=1 without deadline work, DLF_EVERY=1500 ms between deadline proofs,
+    # DLF_COUNT=10 alone per kind, DLF_EXTRA appended to the config.
+    printf '[backend]\nkind = "gpu"\n[ingest]\nparam_cache = "/tmp/cuzk-dlf-params"\n%b' "${DLF_EXTRA:-}" > "$OUT/deadlinefull.toml"
+    t=$(date +%s)
+    L="$OUT/deadlinefull-${DLF_SIZE:-32GiB}.log"
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 1000 > "$OUT/deadlinefull-nvml.csv" 2>/dev/null &
+    NV=$!
+    FIL_PROOFS_PARENT_CACHE=/tmp/cuzk-parents timeout "${DLF_TIMEOUT:-560}" "$D/cuzk" --config "$OUT/deadlinefull.toml" bench deadline \
+        --load-sector-size "${DLF_SIZE:-32GiB}" --load-proofs "${DLF_PROOFS:-5}" --quiet-proofs "${DLF_QUIET:-1}" \
+        --post-every-ms "${DLF_EVERY:-1500}" --count "${DLF_COUNT:-10}" --work /tmp/cuzk-dlf-work > "$L" 2>&1 &
+    P=$!
+    sample "$OUT/deadlinefull-mem.txt" $P
+    wait $P; rc=$?
+    kill $NV 2>/dev/null
+    say "bench deadline --load-sector-size ${DLF_SIZE:-32GiB} rc=$rc ($(( $(date +%s) - t )) s)"
+    grep -E '^(backend|fixtures|timing|load|PoRep|phase|alone|recording|steady|FAILED)' "$L" | tee -a "$summary"
+fi
 
 if [[ " $PHASES " == *" bench "* ]]; then
     IFS=: read -r AD BD <<< "${DENSITY:-1.0:1.0}"
