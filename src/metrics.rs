@@ -36,9 +36,70 @@ fn nvml() -> Option<&'static nvml_wrapper::Nvml> {
     .as_ref()
 }
 
-/// Samples every GPU through NVML (empty without the NVIDIA driver). Blocks for
-/// NVML's PCIe sample (20 ms per direction and device): call it off async threads.
+/// The latest GPU readings, never waiting on NVML: a thread of its own samples every
+/// [`SAMPLE_EVERY`] and this returns what it last read (the first call waits up to
+/// a second for a first reading). A wedged GPU or driver can hang an NVML call for
+/// good; then the readings stop changing, `/metrics` and GetStatus still answer at
+/// once, and [`gpu_sample_age`] grows (the metric `cuzk_gpu_sample_age_seconds`).
 pub fn gpus() -> Vec<GpuSample> {
+    let s = sampler();
+    let (lock, cv) = &s.state;
+    let g = lock.lock().unwrap_or_else(|p| p.into_inner());
+    let (g, _) = cv
+        .wait_timeout_while(g, std::time::Duration::from_secs(1), |st| st.at.is_none())
+        .unwrap_or_else(|p| p.into_inner());
+    g.gpus.clone()
+}
+
+/// Seconds since the GPU readings were taken (`None` before the first, or without
+/// NVML).
+pub fn gpu_sample_age() -> Option<f64> {
+    nvml()?;
+    let s = sampler();
+    let g = s.state.0.lock().unwrap_or_else(|p| p.into_inner());
+    g.at.map(|t| t.elapsed().as_secs_f64())
+}
+
+/// How often the sampler reads NVML.
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+#[derive(Default)]
+struct Readings {
+    gpus: Vec<GpuSample>,
+    at: Option<std::time::Instant>,
+}
+
+struct Sampler {
+    state: (std::sync::Mutex<Readings>, std::sync::Condvar),
+}
+
+fn sampler() -> &'static Sampler {
+    static S: std::sync::OnceLock<&'static Sampler> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let s: &'static Sampler = Box::leak(Box::new(Sampler { state: Default::default() }));
+        if nvml().is_none() {
+            // Nothing to sample: readings are empty, at once.
+            s.state.0.lock().unwrap_or_else(|p| p.into_inner()).at = Some(std::time::Instant::now());
+            return s;
+        }
+        let spawned = std::thread::Builder::new().name("cuzk-nvml".into()).spawn(move || loop {
+            let gpus = sample_gpus();
+            let (lock, cv) = &s.state;
+            *lock.lock().unwrap_or_else(|p| p.into_inner()) = Readings { gpus, at: Some(std::time::Instant::now()) };
+            cv.notify_all();
+            std::thread::sleep(SAMPLE_EVERY);
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no GPU sampler thread: no GPU metrics");
+            s.state.0.lock().unwrap_or_else(|p| p.into_inner()).at = Some(std::time::Instant::now());
+        }
+        s
+    })
+}
+
+/// Samples every GPU through NVML (empty without the NVIDIA driver). Blocks for
+/// NVML's PCIe sample (20 ms per direction and device).
+fn sample_gpus() -> Vec<GpuSample> {
     use nvml_wrapper::enum_wrappers::device::{PcieUtilCounter, TemperatureSensor};
     let Some(nvml) = nvml() else { return Vec::new() };
     let n = nvml.device_count().unwrap_or(0);
@@ -63,6 +124,10 @@ pub fn gpus() -> Vec<GpuSample> {
 }
 
 fn render_gpus(o: &mut String, gpus: &[GpuSample]) {
+    if let Some(age) = gpu_sample_age() {
+        family(o, "cuzk_gpu_sample_age_seconds", "gauge", "Seconds since NVML was last read (grows if a GPU or the driver hangs).");
+        let _ = writeln!(o, "cuzk_gpu_sample_age_seconds {age}");
+    }
     if gpus.is_empty() {
         return;
     }

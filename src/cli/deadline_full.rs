@@ -37,6 +37,9 @@ struct Sample {
     stages: [(f64, f64); 7],
 }
 
+/// Deadline proofs outstanding at once.
+const MAX_OUTSTANDING: usize = 8;
+
 type Check = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
 type Make = Box<dyn Fn() -> JobSpec + Send + Sync>;
 
@@ -152,11 +155,19 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
     let samples = Arc::new(Mutex::new(Vec::<(usize, Sample)>::new()));
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let mut posts = Vec::new();
-    let mut next = 0usize;
+    let (mut next, mut skipped) = (0usize, 0usize);
     let quiet_from = a.load_proofs - a.quiet_proofs;
     while done_at.lock().unwrap_or_else(|p| p.into_inner()).len() < quiet_from
         && !load_threads.iter().all(|h| h.is_finished())
     {
+        // At most MAX_OUTSTANDING at once: on a slow host the ticks are skipped (and
+        // counted) rather than piling up threads.
+        posts.retain(|p: &std::thread::JoinHandle<()>| !p.is_finished());
+        if posts.len() >= MAX_OUTSTANDING {
+            skipped += 1;
+            std::thread::sleep(Duration::from_millis(a.post_every_ms));
+            continue;
+        }
         let k = next % kinds.len();
         next += 1;
         let (engine, kinds, samples, failures) = (engine.clone(), kinds.clone(), samples.clone(), failures.clone());
@@ -181,6 +192,9 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
         }
     }
     let wall = start.elapsed().as_secs_f64();
+    if skipped > 0 {
+        println!("deadline submissions skipped with {MAX_OUTSTANDING} outstanding: {skipped}");
+    }
     engine.shutdown();
     if a.work.is_none() {
         let _ = std::fs::remove_dir_all(&tmp);

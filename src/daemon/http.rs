@@ -140,7 +140,7 @@ async fn serve_one(mut sock: TcpStream, peer: std::net::SocketAddr, engine: Engi
     let (status, ctype, body) = match path {
         "/metrics" => {
             let snap = engine.snapshot().await;
-            // Rendering samples the GPUs (NVML blocks for ~40 ms per device).
+            // Rendering reads the GPU sampler's latest readings (never NVML itself).
             let mut text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
                 .await
                 .unwrap_or_else(|e| format!("# metrics rendering failed: {e}\n"));
