@@ -1,80 +1,23 @@
 //! What every Filecoin proof kind shares: the circuit a parameter file is made for
 //! ([`CircuitId`]: PoRep, WinningPoSt, WindowPoSt, SnapDeals update), its name in
 //! filecoin-proofs' parameter cache and in Curio's API ("porep-32g", "wpost-32g",
-//! "winning-32g", "snap-32g"), its blank circuit, and one partition's circuit with its
-//! type erased ([`Partition`]).
+//! "winning-32g", "snap-32g"), and its blank circuit. One partition's circuit with
+//! its type erased, [`Partition`], is in `partition.rs` (re-exported here): the
+//! circuits of each kind (`porep.rs`, `post.rs`, `update.rs`) build it, and this
+//! module builds on them.
 
 use std::fmt;
 
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
-use cuzk_synth::{
-    synthesize_in, synthesize_native, witness_only, Assignment, Precompiled, SynthError, SynthMode, WitnessCs,
-};
 use filecoin_proofs::{SectorShapeBase, SectorShapeSub8, SectorShapeTop2};
 use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_update::EmptySectorUpdateCompound;
 
+pub use crate::partition::Partition;
 use crate::{
     porep::BlankPorep, post, update, PorepError, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
 };
-
-type SynthFn = Box<dyn FnOnce(SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> + Send>;
-type NativeFn = Box<dyn FnOnce(&mut WitnessCs) -> Result<(), SynthesisError> + Send>;
-
-/// One partition of any Filecoin proof, ready to synthesize (its circuit type erased),
-/// with its native witness generator where the circuit has one (PoRep).
-pub struct Partition {
-    generic: SynthFn,
-    native: Option<NativeFn>,
-}
-
-impl Partition {
-    pub(crate) fn new<C: Circuit<Scalar> + Send + 'static>(circuit: C) -> Self {
-        Partition { generic: Box::new(move |mode| synthesize_in(circuit, mode)), native: None }
-    }
-
-    /// A partition whose pre-compiled synthesis computes the witness with `native`
-    /// (see `crate::native`) instead of the circuit's `synthesize`.
-    pub(crate) fn with_native<C, G>(circuit: C, native: G) -> Self
-    where
-        C: Circuit<Scalar> + Send + 'static,
-        G: FnOnce(&mut WitnessCs) -> Result<(), SynthesisError> + Send + 'static,
-    {
-        Partition { native: Some(Box::new(native)), ..Partition::new(circuit) }
-    }
-
-    /// Whether [`SynthMode::Precompiled`] and [`SynthMode::PrecompiledInto`] generate
-    /// this partition's witness natively.
-    pub fn has_native(&self) -> bool {
-        self.native.is_some()
-    }
-
-    /// Synthesizes the partition's circuit.
-    ///
-    /// # Errors
-    /// The circuit's synthesis error.
-    pub fn synthesize(self) -> Result<Assignment, SynthError> {
-        (self.generic)(SynthMode::Plain).map(|(a, _)| a)
-    }
-
-    /// Synthesizes the partition's circuit in `mode`; the recording is returned for
-    /// [`SynthMode::Record`] (`None` if the circuit was too large to record).
-    ///
-    /// # Errors
-    /// The circuit's synthesis error, or a structure mismatch in
-    /// [`SynthMode::Precompiled`].
-    pub fn synthesize_with(self, mode: SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> {
-        match (mode, self.native) {
-            (SynthMode::Precompiled(pre), Some(native)) => synthesize_native(native, pre, None).map(|a| (a, None)),
-            (SynthMode::PrecompiledInto(pre, alloc), Some(native)) => {
-                synthesize_native(native, pre, Some(alloc)).map(|a| (a, None))
-            }
-            (SynthMode::WitnessOnly { native: true }, Some(native)) => witness_only(native).map(|a| (a, None)),
-            (mode, _) => (self.generic)(mode),
-        }
-    }
-}
 
 /// The circuit a parameter file is made for: one per registered proof, except that
 /// registered proofs sharing a circuit (PoRep v1.1 and its synthetic variant,

@@ -10,7 +10,9 @@
 //! - [`post`] and [`update`]: WinningPoSt, WindowPoSt and SnapDeals circuits from
 //!   vanilla proofs ([`post_circuits`], [`update_circuits`]);
 //! - [`circuit`]: what every kind shares: [`CircuitId`] (parameter files, Curio's
-//!   circuit ids), blank circuits, [`Partition`];
+//!   circuit ids) and blank circuits;
+//! - [`partition`]: one partition of any kind, its circuit type erased
+//!   ([`Partition`]), what the kinds' circuit builders return;
 //! - [`params`]: Filecoin's parameter cache and file names;
 //! - [`verify`]: filecoin-proofs' verifiers;
 //! - [`aggregate`]: SnarkPack for non-interactive PoRep, and its inner-product SRS;
@@ -28,6 +30,7 @@ mod error;
 pub mod fixture;
 mod native;
 pub mod params;
+pub mod partition;
 pub mod porep;
 pub mod post;
 pub mod registry;
@@ -40,13 +43,14 @@ pub use aggregate::{
     aggregate_ni_porep, ipp_srs_bytes, ipp_srs_file, load_ipp_srs, write_fake_ipp_srs, IppSrs, IPP_SRS_FILE,
 };
 pub use c1::{parse_c1, C1Format, ParsedC1};
-pub use circuit::{blank_circuit_of, BlankCircuit, CircuitId, Partition};
+pub use circuit::{blank_circuit_of, BlankCircuit, CircuitId};
 pub use error::{PorepError, VanillaError};
 pub use fixture::{
     generate_c1, generate_post_vanilla, generate_update_vanilla, seal_sector, C1Fixture, PostFixture, SealedSector,
     UpdateFixture,
 };
 pub use params::{default_parameter_cache, parameter_files};
+pub use partition::Partition;
 pub use porep::{blank_circuit, check_replica_id, partition_circuits, BlankPorep, PorepPartition};
 pub use post::{post_circuits, PostRequest};
 pub use registry::{

@@ -9,7 +9,7 @@ use filecoin_proofs::{
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, StackedDrg};
 
-use crate::{circuit::Partition, native::NativePorep, ParsedC1, PorepError, RegisteredSealProof};
+use crate::{native::NativePorep, partition::Partition, ParsedC1, PorepError, RegisteredSealProof};
 
 /// One PoRep partition, ready to synthesize.
 pub type PorepPartition = Partition;

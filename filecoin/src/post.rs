@@ -18,7 +18,7 @@ use filecoin_proofs::{
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_post::fallback::{self, FallbackPoSt, FallbackPoStCompound};
 
-use crate::{circuit::Partition, native::NativePost, VanillaError};
+use crate::{native::NativePost, partition::Partition, VanillaError};
 
 pub use filecoin_proofs_api::RegisteredPoStProof;
 

@@ -15,7 +15,7 @@ use storage_proofs_update::{
     EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof, PublicInputs, PublicParams, SetupParams,
 };
 
-use crate::{circuit::Partition, VanillaError};
+use crate::{partition::Partition, VanillaError};
 
 pub use filecoin_proofs_api::RegisteredUpdateProof;
 
