@@ -9,7 +9,7 @@
 use std::fmt;
 
 use cuzk_core::CircuitShape;
-use cuzk_gpu::cuda::{device_resident_bytes, device_staging_bytes, device_workspace_bytes};
+use cuzk_gpu::sizing::{device_resident_bytes, device_staging_bytes, device_workspace_bytes};
 use cuzk_srs::ProvingKey;
 
 use crate::{
@@ -34,7 +34,7 @@ pub enum Placement {
 pub struct DeviceSizing {
     pub device: usize,
     pub vram_budget: u64,
-    /// A partition's device buffers (`cuzk_gpu::cuda::device_workspace_bytes`).
+    /// A partition's device buffers (`cuzk_gpu::sizing::device_workspace_bytes`).
     pub workspace: u64,
     /// The parameter points when resident.
     pub resident: u64,
@@ -42,7 +42,7 @@ pub struct DeviceSizing {
     /// resident points when resident), up to `backend.device_buffers` − 1: with one
     /// or more, the next partition uploads while one computes.
     pub extra_buffers: usize,
-    /// One staging buffer (`cuzk_gpu::cuda::device_staging_bytes`).
+    /// One staging buffer (`cuzk_gpu::sizing::device_staging_bytes`).
     pub buffer: u64,
     pub placement: Placement,
 }

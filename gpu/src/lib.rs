@@ -12,6 +12,9 @@
 //! when there is no GPU. Both produce the same group elements, hence byte-identical
 //! proofs.
 //!
+//! [`sizing`] gives the device memory the CUDA backend reserves, from sizes alone
+//! (what `cuzk size` reports before any device is touched).
+//!
 //! This crate does not depend on actix.
 
 mod backend;
@@ -21,6 +24,7 @@ mod error;
 mod ffi;
 mod health;
 pub mod pinned;
+pub mod sizing;
 mod split;
 #[cfg(any(cuzk_cuda, test))]
 mod staging;

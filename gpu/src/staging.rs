@@ -34,6 +34,8 @@ use std::{
 
 use tracing::warn;
 
+use crate::sizing::device_staging_bytes;
+
 /// A device buffer for one partition's inputs (`cuda::Stage`; tests use a fake).
 pub(crate) trait DeviceBuffer: Send + Sync + Sized + 'static {
     /// Allocates one of domain 2^`lg` on device `dev`.
@@ -134,7 +136,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn bytes_of<B: DeviceBuffer>(v: &[Buffer<B>]) -> u64 {
-    v.iter().map(|b| super::cuda::device_staging_bytes(b.stage.lg())).sum()
+    v.iter().map(|b| device_staging_bytes(b.stage.lg())).sum()
 }
 
 /// A partition's staged buffer; dropped without executing, it waits for its copies
@@ -232,7 +234,7 @@ impl<B: DeviceBuffer> Staging<B> {
         wait: bool,
         waited: &mut Duration,
     ) -> Option<Uploading<B>> {
-        let need = super::cuda::device_staging_bytes(lg);
+        let need = device_staging_bytes(lg);
         let deadline = Instant::now() + WAIT_LIMIT;
         let mut inner = lock(&self.inner);
         loop {
@@ -265,7 +267,7 @@ impl<B: DeviceBuffer> Staging<B> {
             for &d in &order {
                 let v = &inner.devices[d];
                 let Some(i) = v.iter().position(|b| !b.urgent_only && b.state == State::Free) else { continue };
-                let old = super::cuda::device_staging_bytes(v[i].stage.lg());
+                let old = device_staging_bytes(v[i].stage.lg());
                 if fits(d, bytes_of(v) - old + need, need.saturating_sub(old)) {
                     match inner.replace(d, i, lg) {
                         Ok(i) => return Some(take(&mut inner.devices[d][i], d)),
@@ -329,7 +331,7 @@ impl<B: DeviceBuffer> Staging<B> {
         urgent: bool,
         mut fits: impl FnMut(u64, u64, bool) -> bool,
     ) -> Result<Running<'_, B>, NoBuffer> {
-        let need = super::cuda::device_staging_bytes(lg);
+        let need = device_staging_bytes(lg);
         let mut inner = lock(&self.inner);
         let run = |b: &mut Buffer<B>, staged: bool| {
             b.state = State::Executing;
@@ -350,7 +352,7 @@ impl<B: DeviceBuffer> Staging<B> {
             }
             // Replace a smaller one of its own, or add one.
             let own = v.iter().position(|b| b.urgent_only && b.state == State::Free);
-            let old = own.map_or(0, |i| super::cuda::device_staging_bytes(v[i].stage.lg()));
+            let old = own.map_or(0, |i| device_staging_bytes(v[i].stage.lg()));
             if fits(bytes_of(v) - old + need, need.saturating_sub(old), false) {
                 let added = match own {
                     Some(i) => inner.replace(dev, i, lg),
@@ -381,7 +383,7 @@ impl<B: DeviceBuffer> Staging<B> {
                 return Ok(run(b, false));
             }
             if let Some(i) = v.iter().position(|b| matches!(b.state, State::Free | State::Staged)) {
-                let old = super::cuda::device_staging_bytes(v[i].stage.lg());
+                let old = device_staging_bytes(v[i].stage.lg());
                 if !fits(bytes_of(v) - old + need, need.saturating_sub(old), true) {
                     return Err((need, None));
                 }
@@ -408,7 +410,7 @@ impl<B: DeviceBuffer> Staging<B> {
         let mut freed = 0;
         while v.len() > keep {
             let Some(i) = v.iter().rposition(|b| b.state == State::Free) else { break };
-            freed += super::cuda::device_staging_bytes(v[i].stage.lg());
+            freed += device_staging_bytes(v[i].stage.lg());
             drop(v.remove(i));
         }
         freed
@@ -461,7 +463,7 @@ mod tests {
         let l1 = stage(&s, 10, false).expect("a first buffer");
         let l2 = stage(&s, 10, false).expect("a second buffer");
         assert!(stage(&s, 10, false).is_none(), "two per device, both hold partitions");
-        assert_eq!(s.bytes(0), 2 * crate::cuda::device_staging_bytes(10));
+        assert_eq!(s.bytes(0), 2 * device_staging_bytes(10));
         let r = s.for_execution(0, 10, Some(&l1), false, |_, _, _| panic!("no new buffer needed")).unwrap();
         assert!(r.staged, "runs from its own staged buffer");
         assert_eq!(states(&s, 0), [State::Executing, State::Staged]);
@@ -469,7 +471,7 @@ mod tests {
         assert_eq!(states(&s, 0), [State::Executing, State::Staged]);
         drop(r);
         let l3 = stage(&s, 10, false).expect("the freed buffer, reused");
-        assert_eq!(s.bytes(0), 2 * crate::cuda::device_staging_bytes(10), "no third buffer");
+        assert_eq!(s.bytes(0), 2 * device_staging_bytes(10), "no third buffer");
         drop((l2, l3));
         assert_eq!(states(&s, 0), [State::Free, State::Free], "dropped leases free their buffers");
     }
@@ -580,7 +582,7 @@ mod tests {
         assert_eq!(s.bytes(0), 0);
         // An execution that needs a buffer and has no room gets the bytes it needed.
         let e = s.for_execution(0, 10, None, false, |_, _, _| false).err().unwrap();
-        assert_eq!(e.0, crate::cuda::device_staging_bytes(10));
+        assert_eq!(e.0, device_staging_bytes(10));
         assert!(e.1.is_none());
         let e = s.for_execution(0, 30, None, false, |_, _, _| true).err().unwrap();
         assert!(e.1.is_some(), "allocation error passed on");
@@ -591,7 +593,7 @@ mod tests {
         let s = Staging::<Fake>::new(1, 1);
         drop(stage(&s, 10, false).unwrap());
         let l = stage(&s, 12, false).expect("the free 2^10 buffer replaced");
-        assert_eq!(s.bytes(0), crate::cuda::device_staging_bytes(12));
+        assert_eq!(s.bytes(0), device_staging_bytes(12));
         let r = s.for_execution(0, 12, Some(&l), false, |_, _, _| false).unwrap();
         assert!(r.staged);
     }
@@ -605,9 +607,9 @@ mod tests {
         drop(stage(&s, 10, false));
         let before = s.bytes(0) + s.bytes(1);
         let freed = s.trim(0, 0) + s.trim(1, 0);
-        assert_eq!(s.bytes(1), crate::cuda::device_staging_bytes(10), "the staged buffer stays");
+        assert_eq!(s.bytes(1), device_staging_bytes(10), "the staged buffer stays");
         assert_eq!(before - freed, s.bytes(0) + s.bytes(1));
         drop(l);
-        assert_eq!(s.trim(1, 0), crate::cuda::device_staging_bytes(10));
+        assert_eq!(s.trim(1, 0), device_staging_bytes(10));
     }
 }
