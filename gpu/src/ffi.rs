@@ -5,7 +5,7 @@
 //!   CPU backend's blst MSMs and batch additions (`g1_sum`, `g2_sum`), and the CUDA
 //!   backend's results, which come back as blst points;
 //! - `cuda` (only with `cfg(cuzk_cuda)`): the C ABI of `cuda/cuzk.cu` and safe
-//!   wrappers around it, which `cuda.rs` calls. `pinned.rs` calls `cuzk_host_alloc`
+//!   wrappers around it, which `cuda/` calls. `pinned.rs` calls `cuzk_host_alloc`
 //!   and `cuzk_host_free` itself.
 
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
@@ -333,7 +333,7 @@ pub(crate) mod cuda {
     }
     // SAFETY: the C side keeps no thread affinity (it selects the device on every
     // call); the backend's slot states give one holder at a time the right to
-    // upload into or execute from a buffer (`Staging` in cuda.rs), and `sync` only
+    // upload into or execute from a buffer (`Staging` in staging.rs), and `sync` only
     // waits on the buffer's own stream.
     unsafe impl Send for Stage {}
     // SAFETY: as above.

@@ -1,0 +1,160 @@
+//! One device's state in the CUDA backend: its VRAM budget and counters
+//! (`Device`), what it holds under its lock (`DeviceState`: the workspace and the
+//! resident parameter sets), and making a parameter set resident within the budget
+//! and what the driver says is free, least recently used sets evicted first.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc, Weak,
+    },
+    time::Instant,
+};
+
+use blstrs::G1Affine;
+use cuzk_srs::ProvingKey;
+use tracing::{info, warn};
+
+use super::{CudaBackend, DeviceInfo};
+use crate::{
+    ffi::cuda,
+    sizing::{device_resident_bytes, device_staging_bytes, device_workspace_bytes},
+};
+
+pub(super) struct Resident {
+    key: Weak<Vec<G1Affine>>,
+    pub(super) srs: cuda::ResidentSrs,
+    pub(super) bytes: u64,
+    pub(super) last_used: Instant,
+}
+
+#[derive(Default)]
+pub(super) struct DeviceState {
+    pub(super) ws: Option<cuda::Workspace>,
+    pub(super) resident: Vec<Resident>,
+}
+
+impl DeviceState {
+    /// Device bytes held here: the workspace and the resident sets (the staging
+    /// buffers are counted by `Staging`).
+    pub(super) fn reserved(&self) -> u64 {
+        self.ws.as_ref().map_or(0, |w| ws_bytes(w.lg)) + self.resident.iter().map(|r| r.bytes).sum::<u64>()
+    }
+}
+
+/// The workspace of a 2^lg domain without its staging buffer.
+pub(super) fn ws_bytes(lg: u32) -> u64 {
+    device_workspace_bytes(lg) - device_staging_bytes(lg)
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) errors: AtomicU64,
+    pub(super) oom: AtomicU64,
+    pub(super) retries: AtomicU64,
+    pub(super) recovered: AtomicU64,
+    /// Partitions moved elsewhere after a sticky error here.
+    pub(super) moved: AtomicU64,
+    /// Mirror of `DeviceState::reserved`, readable without the device lock.
+    pub(super) reserved: AtomicU64,
+    pub(super) resident_sets: AtomicUsize,
+}
+
+/// One device: the VRAM budget every device buffer is reserved from, and
+/// counters. Its state (one partition at a time) and health are in
+/// `CudaBackend::slots`, at the same index.
+pub(super) struct Device {
+    pub(super) info: DeviceInfo,
+    pub(super) budget: u64,
+    pub(super) counters: Counters,
+}
+
+impl Device {
+    pub(super) fn publish(&self, st: &DeviceState) {
+        self.counters.reserved.store(st.reserved(), Ordering::Relaxed);
+        self.counters.resident_sets.store(st.resident.len(), Ordering::Relaxed);
+    }
+}
+
+impl CudaBackend {
+    fn resident_bytes(srs: &ProvingKey) -> u64 {
+        device_resident_bytes(srs.h.len(), srs.l.len(), srs.a.len(), srs.b_g1.len(), srs.b_g2.len())
+    }
+
+    /// Makes `srs` resident on the device if it fits (evicting the least
+    /// recently used sets if needed); returns its index in `st.resident`.
+    pub(super) fn ensure_resident(&self, dev: usize, st: &mut DeviceState, srs: &ProvingKey) -> Option<usize> {
+        self.make_resident(dev, st, srs, false)
+    }
+
+    /// `ensure_resident`, or with `prefetch` the same without evicting: it also
+    /// leaves room for the workspace of `srs`'s domain, so that a prefetch never
+    /// costs a running job its resident set or the next partition its workspace.
+    pub(super) fn make_resident(
+        &self,
+        dev: usize,
+        st: &mut DeviceState,
+        srs: &ProvingKey,
+        prefetch: bool,
+    ) -> Option<usize> {
+        st.resident.retain(|r| r.key.strong_count() > 0);
+        let key = Arc::downgrade(&srs.h);
+        if let Some(i) = st.resident.iter().position(|r| r.key.ptr_eq(&key)) {
+            st.resident[i].last_used = Instant::now();
+            return Some(i);
+        }
+        if !self.opts.srs_resident {
+            return None;
+        }
+        let need = Self::resident_bytes(srs);
+        let device = &self.devices[dev];
+        let d = &device.info;
+        let lg = srs.domain_size().trailing_zeros();
+        loop {
+            let staged = self.staging.bytes(dev);
+            let ws_to_come = if !prefetch {
+                0
+            } else {
+                let ws = if st.ws.as_ref().is_none_or(|w| w.lg < lg) { ws_bytes(lg) } else { 0 };
+                let buffer = device_staging_bytes(lg);
+                ws + if staged < buffer { buffer } else { 0 }
+            };
+            // Within this device's budget, and within what the driver says is
+            // free now (other processes share the device).
+            let free = cuda::info(d.index).map(|i| i.free_mem as u64).unwrap_or(0);
+            if st.reserved() + staged + need + ws_to_come <= device.budget
+                && free >= need + ws_to_come + self.opts.vram_margin
+            {
+                break;
+            }
+            if prefetch {
+                return None;
+            }
+            // A second staging buffer yields to resident parameters: streaming
+            // the points costs far more than uploading in line.
+            if self.staging.trim(dev, 1) > 0 {
+                continue;
+            }
+            // Evict the least recently used set, if any, and look again.
+            let Some(lru) = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map(|(i, _)| i) else {
+                warn!(device = dev, need, free, "parameters do not fit in device memory; streaming them per MSM");
+                return None;
+            };
+            let r = st.resident.swap_remove(lru);
+            info!(device = dev, bytes = r.bytes, "evicting resident parameters");
+        }
+        let t = Instant::now();
+        match cuda::ResidentSrs::new(d.index, &srs.h, &srs.l, &srs.a, &srs.b_g1, &srs.b_g2) {
+            Ok(r) => {
+                info!(device = dev, bytes = need, ms = t.elapsed().as_millis() as u64, "parameters resident on device");
+                st.resident.push(Resident { key, srs: r, bytes: need, last_used: Instant::now() });
+                device.publish(st);
+                Some(st.resident.len() - 1)
+            }
+            Err((code, msg)) => {
+                warn!(device = dev, code, error = %msg, "could not make parameters resident; streaming them");
+                None
+            }
+        }
+    }
+}

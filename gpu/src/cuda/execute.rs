@@ -1,0 +1,278 @@
+//! One attempt at a partition on one device of the CUDA backend: its arrays as the
+//! C side takes them ([`Arrays`], `inputs`), the workspace and a staging buffer made
+//! to fit the device's budget (evicting resident parameter sets if they must), the
+//! device split when the points are resident, the upload when not staged, the
+//! kernels, and their timings.
+
+use std::{sync::atomic::Ordering, time::Duration};
+
+use blstrs::Scalar;
+use cuzk_srs::ProvingKey;
+use ff::{Field, PrimeField};
+use tracing::info;
+
+use super::{
+    backend::Lease,
+    device::{ws_bytes, DeviceState},
+    CudaBackend,
+};
+use crate::{
+    ffi::{self, cuda},
+    pinned::PinnedPartition,
+    sizing::device_workspace_bytes,
+    GpuError, HostPartition, InjectedFault, MsmResults, MsmScalars, ScalarBytes, SplitScalars,
+};
+
+/// Pointers and counts of a, b, c and the three scalar vectors of an uploaded
+/// partition, and its domain. A split scalar vector has its lists in `split`
+/// and a null pointer here (its count is the number of points).
+pub(super) struct Arrays<'a> {
+    pub(super) ptrs: [*const u8; 6],
+    pub(super) counts: [usize; 6],
+    pub(super) lg: u32,
+    split: [Option<&'a SplitScalars>; 3],
+    /// Whether B_G2 is asked for.
+    with_b_g2: bool,
+    /// Deadline work: runs from a staging buffer of its own (staging.rs).
+    pub(super) urgent: bool,
+}
+
+impl<'a> Arrays<'a> {
+    /// An uploaded partition's arrays: from pinned memory where the array is
+    /// there, else from the host arrays.
+    pub(super) fn of(p: &'a HostPartition, pin: Option<&'a PinnedPartition>, with_b_g2: bool) -> Self {
+        let pinned = |i: usize| pin.and_then(|pp| pp.part(i));
+        let mut arrays = Arrays {
+            ptrs: [std::ptr::null(); 6],
+            counts: [0; 6],
+            lg: p.domain_log2,
+            split: [None; 3],
+            with_b_g2,
+            urgent: false,
+        };
+        for (i, s) in p.abc.abc().into_iter().enumerate() {
+            (arrays.ptrs[i], arrays.counts[i]) = pinned(i).unwrap_or((s.as_ptr().cast(), s.len()));
+        }
+        for (k, s) in [&p.l_scalars, &p.a_scalars, &p.b_scalars].into_iter().enumerate() {
+            (arrays.ptrs[3 + k], arrays.counts[3 + k]) = match s {
+                MsmScalars::Split(sp) => {
+                    arrays.split[k] = Some(sp);
+                    (std::ptr::null(), sp.len)
+                }
+                MsmScalars::Dense(v) => pinned(3 + k).unwrap_or((v.as_ptr().cast(), v.len())),
+            };
+        }
+        arrays
+    }
+}
+
+impl Arrays<'_> {
+    /// The device split applies: all three vectors split, their lists within the
+    /// staging buffer's index space (3 x 2^lg entries) and the gather buffer
+    /// (2^lg / 8).
+    pub(super) fn device_split(&self) -> Option<[&SplitScalars; 3]> {
+        let [Some(l), Some(a), Some(b)] = self.split else { return None };
+        let cap = (1usize << self.lg) / 8;
+        let total: usize = [l, a, b].iter().map(|s| s.ones.len() + s.rest.len()).sum();
+        ([l, a, b].iter().all(|s| s.rest.len() <= cap) && total <= 3 << self.lg).then_some([l, a, b])
+    }
+}
+
+fn cuda_err(op: &'static str, dev: usize) -> impl Fn((i32, String)) -> GpuError {
+    move |(code, msg)| GpuError::Cuda { op, device: dev, code, msg, out_of_memory: code.abs() == 2 }
+}
+
+/// The C side's view of a partition: `ptrs` (the arrays', or with split vectors
+/// rebuilt dense), the bit-split lists when `split`, and the parameter points
+/// when streamed from `srs` (`None` for an upload, which reads none of them).
+pub(super) fn inputs(
+    arr: &Arrays,
+    ptrs: [*const u8; 6],
+    split: Option<[&SplitScalars; 3]>,
+    srs: Option<&ProvingKey>,
+) -> cuda::Inputs {
+    let counts = arr.counts;
+    let lg = arr.lg;
+    let mut inputs = cuda::Inputs {
+        a: ptrs[0].cast(),
+        b: ptrs[1].cast(),
+        c: ptrs[2].cast(),
+        n: counts[0],
+        lg,
+        z_inv: z_inv(lg),
+        l_s: ptrs[3].cast(),
+        nl: counts[3],
+        a_s: ptrs[4].cast(),
+        na: counts[4],
+        b_s: ptrs[5].cast(),
+        nb: counts[5],
+        with_b2: arr.with_b_g2,
+        ones: [std::ptr::null(); 3],
+        nones: [0; 3],
+        rest_idx: [std::ptr::null(); 3],
+        rest_s: [std::ptr::null(); 3],
+        nrest: [0; 3],
+        h_pts: srs.map_or(std::ptr::null(), |s| s.h.as_ptr()),
+        l_pts: srs.map_or(std::ptr::null(), |s| s.l.as_ptr()),
+        a_pts: srs.map_or(std::ptr::null(), |s| s.a.as_ptr()),
+        b1_pts: srs.map_or(std::ptr::null(), |s| s.b_g1.as_ptr()),
+        b2_pts: srs.map_or(std::ptr::null(), |s| s.b_g2.as_ptr()),
+    };
+    if let Some(l) = split {
+        inputs.ones = [0, 1, 2].map(|k| l[k].ones.as_ptr());
+        inputs.nones = [0, 1, 2].map(|k| l[k].ones.len());
+        inputs.rest_idx = [0, 1, 2].map(|k| l[k].rest_idx.as_ptr());
+        inputs.rest_s = [0, 1, 2].map(|k| l[k].rest.as_ptr());
+        inputs.nrest = [0, 1, 2].map(|k| l[k].rest.len());
+    }
+    inputs
+}
+
+/// (g^m - 1)^-1 for the coset generator g = 7 and m = 2^lg.
+fn z_inv(lg: u32) -> Scalar {
+    let g = Scalar::MULTIPLICATIVE_GENERATOR;
+    (g.pow_vartime([1u64 << lg]) - Scalar::ONE).invert().unwrap()
+}
+
+fn ms(v: f64) -> Duration {
+    Duration::from_secs_f64(v.max(0.0) / 1e3)
+}
+
+impl CudaBackend {
+    /// One attempt at a partition on device `dev` (its state locked by the
+    /// caller): from its staging buffer when `lease` holds it there, else
+    /// uploaded now into one.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run(
+        &self,
+        dev: usize,
+        st: &mut DeviceState,
+        arr: &Arrays,
+        lease: Option<&Lease>,
+        srs: &ProvingKey,
+        allow_resident: bool,
+        fault: Option<InjectedFault>,
+    ) -> Result<MsmResults, GpuError> {
+        let device = &self.devices[dev];
+        let index = device.info.index;
+        if self.inject_oom.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+            return Err(GpuError::Cuda {
+                op: "execute",
+                device: dev,
+                code: 2,
+                msg: "out of memory (injected by the test hook)".into(),
+                out_of_memory: true,
+            });
+        }
+        match fault {
+            Some(InjectedFault::Sticky) => {
+                return Err(GpuError::Cuda {
+                    op: "execute",
+                    device: dev,
+                    code: 700,
+                    msg: "an illegal memory access was encountered (simulated by the test hook)".into(),
+                    out_of_memory: false,
+                })
+            }
+            Some(InjectedFault::IllegalAddress) => {
+                cuda::illegal_address(index).map_err(cuda_err("execute (injected illegal address)", dev))?
+            }
+            None => {}
+        }
+        let lg = arr.lg;
+        // Never fits: fail before giving up what is cached.
+        let one = device_workspace_bytes(lg);
+        if one > device.budget {
+            return Err(GpuError::VramBudget { device: dev, need: one, budget: device.budget });
+        }
+        if st.ws.as_ref().is_none_or(|w| w.lg < lg) {
+            let need = ws_bytes(lg);
+            st.ws = None; // free the smaller one first
+                          // The workspace is required; resident parameters are not: evict them
+                          // (least recently used first) until the workspace fits the budget.
+            while st.reserved() + self.staging.bytes(dev) + need > device.budget && !st.resident.is_empty() {
+                let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
+                let r = st.resident.swap_remove(lru);
+                info!(device = dev, bytes = r.bytes, "evicting resident parameters for the workspace");
+            }
+            st.ws = Some(cuda::Workspace::new(index, lg).map_err(cuda_err("allocate workspace", dev))?);
+            device.publish(st);
+        }
+        // The buffer to run from. Room for a new one comes from the budget beside
+        // the workspace and resident sets; a required one may evict resident
+        // sets, least recently used first.
+        let margin = self.opts.vram_margin;
+        let buffer = self.staging.for_execution(dev, lg, lease, arr.urgent, |after, need, may_evict| loop {
+            let free = cuda::info(index).map(|i| i.free_mem as u64).unwrap_or(0);
+            if st.reserved() + after <= device.budget && free >= need + margin {
+                return true;
+            }
+            if !may_evict || st.resident.is_empty() {
+                return may_evict && st.reserved() + after <= device.budget;
+            }
+            let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
+            let r = st.resident.swap_remove(lru);
+            info!(device = dev, bytes = r.bytes, "evicting resident parameters for a staging buffer");
+        });
+        device.publish(st);
+        let buffer = buffer.map_err(|(need, e)| match e {
+            Some(e) => cuda_err("allocate staging buffer", dev)(e),
+            None => GpuError::VramBudget { device: dev, need, budget: device.budget },
+        })?;
+        // After the buffer, which is required: making the set resident never
+        // takes it away (only free buffers yield to parameters).
+        let resident = if allow_resident { self.ensure_resident(dev, st, srs) } else { None };
+        // The device split needs resident points (the sums and gathers address
+        // them); otherwise split vectors are rebuilt in full for the plain MSMs.
+        let split = arr.device_split().filter(|_| resident.is_some());
+        let mut ptrs = arr.ptrs;
+        let mut rebuilt: Vec<Vec<ScalarBytes>> = Vec::new();
+        if split.is_none() {
+            for (k, s) in arr.split.iter().enumerate() {
+                if let Some(s) = s {
+                    rebuilt.push(s.to_dense());
+                    ptrs[3 + k] = rebuilt.last().map_or(std::ptr::null(), |v| v.as_ptr().cast());
+                }
+            }
+        }
+        let inputs = inputs(arr, ptrs, split, Some(srs));
+        if !buffer.staged {
+            // SAFETY: the arrays outlive this call, and the execution below (or
+            // the C side's error path) waits for every copy before it returns;
+            // the buffer is this caller's alone while it is executing.
+            unsafe { buffer.stage.upload(&inputs) }.map_err(cuda_err("upload", dev))?;
+        }
+        let DeviceState { ws, resident: res, .. } = st;
+        let ws = ws.as_mut().expect("workspace allocated above");
+        let out = ws
+            .execute(&buffer.stage, resident.map(|i| &res[i].srs), &inputs, buffer.staged)
+            .map_err(cuda_err("execute", dev))?;
+        drop(rebuilt);
+        let mut timings = if buffer.staged {
+            // Uploaded by StagePcie beside the previous partition's kernels;
+            // what this partition still waited for it is `h2d_wait`.
+            vec![("h2d_staged", ms(out.ms[0])), ("h2d_wait", ms(out.ms[7]))]
+        } else {
+            vec![("h2d_abc", ms(out.ms[0]))]
+        };
+        timings.extend([
+            ("ntt_h", ms(out.ms[1])),
+            ("msm_h", ms(out.ms[2])),
+            ("msm_l", ms(out.ms[3])),
+            ("msm_a", ms(out.ms[4])),
+            ("msm_b_g1", ms(out.ms[5])),
+        ]);
+        if arr.with_b_g2 {
+            timings.push(("msm_b_g2", ms(out.ms[6])));
+        }
+        Ok(MsmResults {
+            h: ffi::g1_projective(out.h),
+            l: ffi::g1_projective(out.l),
+            a: ffi::g1_projective(out.a),
+            b_g1: ffi::g1_projective(out.b1),
+            b_g2: arr.with_b_g2.then(|| ffi::g2_projective(out.b2)),
+            split: split.is_some(),
+            timings,
+        })
+    }
+}

@@ -1,0 +1,103 @@
+//! The CUDA backend: NTT and MSMs on the GPU through `cuda/cuzk.cu` (sppark).
+//!
+//! Built only when nvcc was found at build time (`cfg(cuzk_cuda)`); otherwise the
+//! same API exists and [`CudaBackend::new`] says why there is no GPU backend, so
+//! callers compile the same either way.
+//!
+//! Per device: one workspace (the gathered rest points of split MSMs and the bit
+//! sums' partial sums, at the largest domain seen), up to `device_buffers` staging
+//! buffers (one partition's a, b, c, bit-split lists and rest scalars each, with a
+//! copy stream: `staging.rs`), and the parameter points of recently used parameter
+//! sets, kept resident when they fit in
+//! the device's VRAM budget (its free memory at start minus `vram_margin`) and in
+//! what is free now, least recently used sets evicted first; otherwise streamed from
+//! host memory for every MSM. A device runs one partition at a time; with several
+//! devices, partitions go to whichever healthy one is free. An out-of-memory failure
+//! frees the device's cached memory and retries the partition once with streamed
+//! parameters. A sticky error (the device's context is unusable) retires the device
+//! for the rest of the process and runs the partition again on another device, or on
+//! the CPU when none is left (`health.rs`).
+//!
+//! The backend also owns the pool of pinned host buffers (`pinned.rs`) that `upload`
+//! copies partitions into and that synthesis borrows a/b/c buffers from; at start it
+//! warms every device up on a background thread, and `prefetch` makes a newly loaded
+//! parameter set resident on each idle device where it fits without evicting anything.
+//!
+//! Its files, by role (the CUDA ones only with `cfg(cuzk_cuda)`):
+//! - `mod.rs`: what callers configure and read ([`CudaOptions`], [`DeviceInfo`]);
+//! - `stub.rs`: the stand-in of a build without nvcc;
+//! - `backend.rs`: [`CudaBackend`] itself and its [`crate::Backend`] implementation
+//!   (upload, stage, execute, prefetch, device statistics);
+//! - `discovery.rs`: finding the devices, their VRAM budgets, the start-up warm-up;
+//! - `device.rs`: one device's state (workspace, resident parameter sets, counters)
+//!   and making parameters resident within its budget;
+//! - `execute.rs`: one attempt at a partition on a device (its arrays as the C side
+//!   takes them, buffers, eviction, the kernels' timings);
+//! - `recovery.rs`: what follows a failure (the out-of-memory retry, retiring a
+//!   device after a sticky error, the CPU when no device is left).
+//!
+//! The sizes it reserves are in [`crate::sizing`].
+
+/// What the backend found on one device.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// Index among usable devices (what `devices` in config refers to).
+    pub index: usize,
+    pub cuda_id: i32,
+    pub name: String,
+    pub sm_count: i32,
+    pub compute_capability: (i32, i32),
+    pub total_mem: u64,
+    pub free_mem: u64,
+}
+
+/// Options of the CUDA backend.
+#[derive(Clone, Debug)]
+pub struct CudaOptions {
+    /// Device indices to use; empty = all.
+    pub devices: Vec<usize>,
+    /// Keep parameter points on the device when they fit.
+    pub srs_resident: bool,
+    /// Device memory left free for MSM temporaries and other processes.
+    pub vram_margin: u64,
+    /// Bound of the pool of pinned host buffers partitions are uploaded from; 0 =
+    /// upload from pageable memory.
+    pub pinned_memory: u64,
+    /// Staging buffers per device (at least 1): 2 uploads the next partition while
+    /// one computes, when the VRAM budget has room for the second.
+    pub device_buffers: usize,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            devices: Vec::new(),
+            srs_resident: true,
+            vram_margin: 4 << 30,
+            pinned_memory: 16 << 30,
+            device_buffers: 2,
+        }
+    }
+}
+
+#[cfg(cuzk_cuda)]
+mod backend;
+#[cfg(cuzk_cuda)]
+mod device;
+#[cfg(cuzk_cuda)]
+mod discovery;
+#[cfg(cuzk_cuda)]
+mod execute;
+#[cfg(cuzk_cuda)]
+mod recovery;
+#[cfg(not(cuzk_cuda))]
+mod stub;
+
+#[cfg(cuzk_cuda)]
+pub(crate) use backend::Lease;
+#[cfg(cuzk_cuda)]
+pub use backend::{CudaBackend, COMPILED};
+#[cfg(not(cuzk_cuda))]
+pub(crate) use stub::Lease;
+#[cfg(not(cuzk_cuda))]
+pub use stub::{CudaBackend, COMPILED};
