@@ -144,7 +144,11 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
                 while issued.fetch_add(1, Ordering::SeqCst) < n {
                     let out = engine.submit_blocking(JobSpec::porep_c1(c1.clone(), prover, sector))?.wait_blocking()?;
                     anyhow::ensure!(!out.proofs.is_empty(), "a load proof came back empty");
-                    done_at.lock().unwrap_or_else(|p| p.into_inner()).push(start.elapsed().as_secs_f64());
+                    let at = start.elapsed().as_secs_f64();
+                    let mut d = done_at.lock().unwrap_or_else(|p| p.into_inner());
+                    d.push(at);
+                    // As it happens, so that a run cut short still says what it saw.
+                    println!("load proof {} done at {at:.1} s", d.len());
                 }
                 Ok(())
             })
@@ -174,7 +178,10 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
         posts.push(std::thread::spawn(move || {
             let (kind, make, check) = &kinds[k];
             match prove_one(&engine, kind, make, check, start) {
-                Ok(s) => samples.lock().unwrap_or_else(|p| p.into_inner()).push((k, s)),
+                Ok(s) => {
+                    println!("{kind} submitted at {:.1} s: {:.3} s", s.at, s.secs);
+                    samples.lock().unwrap_or_else(|p| p.into_inner()).push((k, s))
+                }
                 Err(e) => failures.lock().unwrap_or_else(|p| p.into_inner()).push(format!("{kind}: {e:#}")),
             }
         }));
