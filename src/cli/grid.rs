@@ -21,7 +21,14 @@ use std::{
 use anyhow::Result;
 use cuzk::{actors::engine::Canceller, bench, bench::fmt_bytes, Engine, EngineConfig, JobError, JobSpec, StageName};
 
-use super::prove::Sector;
+/// The sector a `--c1` run proves (`prove.rs`), and the grid repeats.
+#[derive(Clone)]
+pub(super) struct Sector {
+    /// The C1 output as given (JSON or the Lotus/Curio wrapper).
+    pub(super) c1: Vec<u8>,
+    pub(super) prover_id: [u8; 32],
+    pub(super) sector_id: u64,
+}
 
 /// The grid's axes and each window's length.
 pub struct Grid {

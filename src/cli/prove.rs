@@ -19,7 +19,7 @@ use cuzk::{
     Engine, EngineConfig, JobHandle, JobSpec, JobTimings, StageName, SubmitError,
 };
 
-use super::{load_params, progress, CircuitArgs};
+use super::{grid::Sector, load_params, progress, CircuitArgs};
 
 #[derive(Args)]
 pub struct ProveArgs {
@@ -133,15 +133,6 @@ pub fn run(cfg: &Config, a: ProveArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The sector a `--c1` run proves.
-#[derive(Clone)]
-pub(super) struct Sector {
-    /// The C1 output as given (JSON or the Lotus/Curio wrapper).
-    pub(super) c1: Vec<u8>,
-    pub(super) prover_id: [u8; 32],
-    pub(super) sector_id: u64,
 }
 
 /// What a `--c1` run produced: each proof's bytes, and when each finished, counted
