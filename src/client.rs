@@ -16,11 +16,14 @@ use tonic::{
     Request, Status,
 };
 
-use crate::daemon::{
-    ext_proto::{engine_client::EngineClient, SubmitSyntheticRequest},
+use crate::{
+    errors::error_chain,
     proto::{
-        await_proof_response::Status as JobStatus, proving_engine_client::ProvingEngineClient, AwaitProofRequest,
-        ProofKind, SubmitProofRequest,
+        ext::{engine_client::EngineClient, SubmitSyntheticRequest},
+        v1::{
+            await_proof_response::Status as JobStatus, proving_engine_client::ProvingEngineClient, AwaitProofRequest,
+            ProofKind, SubmitProofRequest,
+        },
     },
 };
 
@@ -121,22 +124,6 @@ pub async fn connect_with(addr: &str, access: &Access) -> Result<Conn> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to the daemon at {url}: {}", error_chain(&e)))?;
     Ok(InterceptedService::new(ch, bearer))
-}
-
-/// An error and its sources on one line (tonic's transport errors say little alone),
-/// a source that repeats the text before it left out.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let t = c.to_string();
-        if !s.ends_with(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = c.source();
-    }
-    s
 }
 
 /// The `cuzk.v1` client with cuzk's message limits.

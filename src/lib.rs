@@ -23,9 +23,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The gRPC daemon, its client and the Prometheus metrics (modules `daemon`, `client`,
-//! `metrics`) need the crate feature `daemon`, on by default; with
-//! `default-features = false` the library builds without tonic, clap or indicatif.
+//! The gRPC daemon, its client, the generated gRPC types they share and the
+//! Prometheus metrics (modules `daemon`, `client`, `proto`, `metrics`) need the crate
+//! feature `daemon`, on by default; with `default-features = false` the library
+//! builds without tonic, clap or indicatif.
 
 #![deny(unsafe_code)]
 
@@ -35,9 +36,13 @@ pub mod client;
 pub mod config;
 #[cfg(feature = "daemon")]
 pub mod daemon;
+#[cfg(feature = "daemon")]
+mod errors;
 pub mod logging;
 #[cfg(feature = "daemon")]
 pub mod metrics;
+#[cfg(feature = "daemon")]
+pub mod proto;
 
 use std::sync::Arc;
 

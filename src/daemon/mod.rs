@@ -31,17 +31,10 @@ use tracing::{info, warn};
 pub use crate::config::DaemonConfig;
 use crate::{Engine, EngineConfig};
 
-/// The generated gRPC types of `proto/cuzk/v1/proving.proto`.
-pub mod proto {
-    #![allow(clippy::all, missing_docs)]
-    tonic::include_proto!("cuzk.v1");
-}
-
-/// The generated gRPC types of `proto/cuzk/ext/v1/ext.proto` (cuzk's own extensions).
-pub mod ext_proto {
-    #![allow(clippy::all, missing_docs)]
-    tonic::include_proto!("cuzk.ext.v1");
-}
+/// The generated gRPC types the daemon serves, under the names they have always had
+/// here: `proto` is [`crate::proto::v1`] (`cuzk.v1`), `ext_proto` is
+/// [`crate::proto::ext`] (`cuzk.ext.v1`).
+pub use crate::proto::{ext as ext_proto, v1 as proto};
 
 /// Where the daemon listens.
 #[derive(Clone, Debug)]
@@ -179,7 +172,7 @@ impl Daemon {
         // The certificate and key are parsed here, so that a bad file stops the start.
         if let Some(t) = &tls {
             tonic::transport::Server::builder().tls_config(t.clone()).map_err(|e| {
-                DaemonError::Config(format!("tls_cert_file / tls_key_file: {}", crate::client::error_chain(&e)))
+                DaemonError::Config(format!("tls_cert_file / tls_key_file: {}", crate::errors::error_chain(&e)))
             })?;
         }
         Ok((auth, tls))
