@@ -1,13 +1,10 @@
-//! The CUDA backend's handle, [`CudaBackend`], and its [`Backend`] implementation:
-//! what the stages call (upload into pinned memory, stage into a device buffer,
-//! execute with failover, prefetch, the pinned pool, device statistics). The work
-//! behind them is in the sibling files: discovery, device state, execution, recovery.
+//! The CUDA backend's [`Backend`] implementation: what the stages call (upload into
+//! pinned memory, stage into a device buffer, execute with failover, prefetch, the
+//! pinned pool, device statistics). The work behind them is in the sibling files:
+//! device state, execution, recovery.
 
 use std::{
-    sync::{
-        atomic::{AtomicU32, Ordering},
-        Arc, Mutex,
-    },
+    sync::{atomic::Ordering, Arc},
     time::Duration,
 };
 
@@ -15,53 +12,16 @@ use cuzk_srs::ProvingKey;
 use tracing::warn;
 
 use super::{
-    device::{Device, DeviceState},
     execute::{inputs, Arrays},
-    CudaOptions,
+    CudaBackend,
 };
 use crate::{
     cpu::{check_counts, check_split},
     ffi::cuda,
-    health::{failover, take_injected_fault, Devices},
-    pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedPool, PinnedStats},
-    staging::Staging,
+    health::{failover, take_injected_fault},
+    pinned::{PinnedEvalAlloc, PinnedEvals, PinnedPartition, PinnedStats},
     Backend, DeviceStats, Evals, GpuError, HostPartition, MsmResults, MsmScalars, Staged, UploadedPartition,
 };
-
-/// Whether this build has CUDA code.
-pub const COMPILED: bool = true;
-
-/// A partition's staging buffer ([`Backend::stage`]).
-pub type Lease = crate::staging::Lease<cuda::Stage>;
-
-/// The CUDA backend.
-pub struct CudaBackend {
-    pub(super) devices: Vec<Device>,
-    pub(super) slots: Devices<DeviceState>,
-    pub(super) opts: CudaOptions,
-    pub(super) pinned: Arc<PinnedPool>,
-    /// Every device's staging buffers (`staging.rs`).
-    pub(super) staging: Arc<Staging<cuda::Stage>>,
-    /// Test hook: executions still to fail as out of memory.
-    pub(super) inject_oom: AtomicU32,
-    /// Charges the CPU failover's host buffers to the host budget
-    /// ([`Backend::set_host_charge`]).
-    pub(super) host_charge: std::sync::OnceLock<crate::HostCharge>,
-    /// One partition on the CPU at a time: what a failover adds beyond the
-    /// partitions' reservations stays one partition's CPU-path buffers.
-    pub(super) cpu_failover: Mutex<()>,
-    /// The start-up warm-up of every device, joined on drop (it must not
-    /// outlive the backend's devices).
-    pub(super) warmup: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl Drop for CudaBackend {
-    fn drop(&mut self) {
-        if let Some(h) = self.warmup.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = h.join();
-        }
-    }
-}
 
 impl Backend for CudaBackend {
     fn name(&self) -> &'static str {

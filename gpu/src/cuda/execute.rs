@@ -12,9 +12,8 @@ use ff::{Field, PrimeField};
 use tracing::info;
 
 use super::{
-    backend::Lease,
     device::{ws_bytes, DeviceState},
-    CudaBackend,
+    CudaBackend, Lease,
 };
 use crate::{
     ffi::{self, cuda},

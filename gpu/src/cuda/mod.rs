@@ -24,10 +24,11 @@
 //! parameter set resident on each idle device where it fits without evicting anything.
 //!
 //! Its files, by role (the CUDA ones only with `cfg(cuzk_cuda)`):
-//! - `mod.rs`: what callers configure and read ([`CudaOptions`], [`DeviceInfo`]);
+//! - `mod.rs`: what callers configure and read ([`CudaOptions`], [`DeviceInfo`]) and
+//!   [`CudaBackend`]'s fields, which the files below extend;
 //! - `stub.rs`: the stand-in of a build without nvcc;
-//! - `backend.rs`: [`CudaBackend`] itself and its [`crate::Backend`] implementation
-//!   (upload, stage, execute, prefetch, device statistics);
+//! - `backend.rs`: the [`crate::Backend`] implementation (upload, stage, execute,
+//!   prefetch, device statistics);
 //! - `discovery.rs`: finding the devices, their VRAM budgets, the start-up warm-up;
 //! - `device.rs`: one device's state (workspace, resident parameter sets, counters)
 //!   and making parameters resident within its budget;
@@ -94,10 +95,52 @@ mod recovery;
 mod stub;
 
 #[cfg(cuzk_cuda)]
-pub(crate) use backend::Lease;
+use std::sync::{atomic::AtomicU32, Arc, Mutex};
+
 #[cfg(cuzk_cuda)]
-pub use backend::{CudaBackend, COMPILED};
+use self::device::{Device, DeviceState};
 #[cfg(not(cuzk_cuda))]
-pub(crate) use stub::Lease;
+pub(crate) use self::stub::Lease;
 #[cfg(not(cuzk_cuda))]
-pub use stub::{CudaBackend, COMPILED};
+pub use self::stub::{CudaBackend, COMPILED};
+#[cfg(cuzk_cuda)]
+use crate::{ffi::cuda, health::Devices, pinned::PinnedPool, staging::Staging};
+
+/// Whether this build has CUDA code.
+#[cfg(cuzk_cuda)]
+pub const COMPILED: bool = true;
+
+/// A partition's staging buffer ([`crate::Backend::stage`]).
+#[cfg(cuzk_cuda)]
+pub(crate) type Lease = crate::staging::Lease<cuda::Stage>;
+
+/// The CUDA backend.
+#[cfg(cuzk_cuda)]
+pub struct CudaBackend {
+    devices: Vec<Device>,
+    slots: Devices<DeviceState>,
+    opts: CudaOptions,
+    pinned: Arc<PinnedPool>,
+    /// Every device's staging buffers (`staging.rs`).
+    staging: Arc<Staging<cuda::Stage>>,
+    /// Test hook: executions still to fail as out of memory.
+    inject_oom: AtomicU32,
+    /// Charges the CPU failover's host buffers to the host budget
+    /// ([`crate::Backend::set_host_charge`]).
+    host_charge: std::sync::OnceLock<crate::HostCharge>,
+    /// One partition on the CPU at a time: what a failover adds beyond the
+    /// partitions' reservations stays one partition's CPU-path buffers.
+    cpu_failover: Mutex<()>,
+    /// The start-up warm-up of every device, joined on drop (it must not
+    /// outlive the backend's devices).
+    warmup: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+#[cfg(cuzk_cuda)]
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        if let Some(h) = self.warmup.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use cuzk_srs::ProvingKey;
 use tracing::{error, warn};
 
-use super::{backend::Lease, device::DeviceState, execute::Arrays, CudaBackend};
+use super::{device::DeviceState, execute::Arrays, CudaBackend, Lease};
 use crate::{
     cpu::CpuBackend, ffi::cuda, pinned::PinnedPartition, Backend, ErrorClass, Evals, GpuError, HostPartition,
     InjectedFault, MsmResults, MsmScalars,
