@@ -125,7 +125,12 @@ fn sample_gpus() -> Vec<GpuSample> {
 
 fn render_gpus(o: &mut String, gpus: &[GpuSample]) {
     if let Some(age) = gpu_sample_age() {
-        family(o, "cuzk_gpu_sample_age_seconds", "gauge", "Seconds since NVML was last read (grows if a GPU or the driver hangs).");
+        family(
+            o,
+            "cuzk_gpu_sample_age_seconds",
+            "gauge",
+            "Seconds since NVML was last read (grows if a GPU or the driver hangs).",
+        );
         let _ = writeln!(o, "cuzk_gpu_sample_age_seconds {age}");
     }
     if gpus.is_empty() {

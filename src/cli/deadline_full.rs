@@ -40,6 +40,9 @@ struct Sample {
 /// Deadline proofs of one kind outstanding at once.
 const MAX_OUTSTANDING: usize = 2;
 
+/// Whether a sample belongs to a phase.
+type InPhase = Box<dyn Fn(&Sample) -> bool>;
+
 type Check = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
 type Make = Box<dyn Fn() -> JobSpec + Send + Sync>;
 
@@ -176,16 +179,19 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
             continue;
         }
         let (engine, kinds, samples, failures) = (engine.clone(), kinds.clone(), samples.clone(), failures.clone());
-        posts.push((k, std::thread::spawn(move || {
-            let (kind, make, check) = &kinds[k];
-            match prove_one(&engine, kind, make, check, start) {
-                Ok(s) => {
-                    println!("{kind} submitted at {:.1} s: {:.3} s", s.at, s.secs);
-                    samples.lock().unwrap_or_else(|p| p.into_inner()).push((k, s))
+        posts.push((
+            k,
+            std::thread::spawn(move || {
+                let (kind, make, check) = &kinds[k];
+                match prove_one(&engine, kind, make, check, start) {
+                    Ok(s) => {
+                        println!("{kind} submitted at {:.1} s: {:.3} s", s.at, s.secs);
+                        samples.lock().unwrap_or_else(|p| p.into_inner()).push((k, s))
+                    }
+                    Err(e) => failures.lock().unwrap_or_else(|p| p.into_inner()).push(format!("{kind}: {e:#}")),
                 }
-                Err(e) => failures.lock().unwrap_or_else(|p| p.into_inner()).push(format!("{kind}: {e:#}")),
-            }
-        })));
+            }),
+        ));
         std::thread::sleep(Duration::from_millis(a.post_every_ms));
     }
     for (_, p) in posts {
@@ -237,7 +243,7 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
         "{:<10} {:<22} {:>4} {:>8} {:>8} {:>8}   mean queue wait / busy per stage (ms)",
         "phase", "kind", "n", "p50 s", "p99 s", "max s"
     );
-    let phases: [(&str, Box<dyn Fn(&Sample) -> bool>); 3] = [
+    let phases: [(&str, InPhase); 3] = [
         ("alone", Box::new(|_| false)),
         ("recording", Box::new(move |s: &Sample| s.at < first)),
         ("steady", Box::new(move |s: &Sample| s.at >= first)),
