@@ -383,7 +383,11 @@ fn results_survive_a_restart() {
         (r.job_id, r.proof)
     });
     d.shutdown();
-    let d = daemon(|c| c.results_dir = dir.clone());
+    // Finished jobs leave memory at once: what the daemon knows of them is the store.
+    let d = daemon(|c| {
+        c.results_dir = dir.clone();
+        c.job_retention_secs = 0;
+    });
     rt.block_on(async {
         let mut c = client(&d).await;
         let r = c.await_proof(AwaitProofRequest { job_id: job.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
@@ -392,10 +396,18 @@ fn results_survive_a_restart() {
         let mut req = porep_request(&f, f.c1_json.clone());
         req.request_id = "sector-15".into();
         assert_eq!(c.submit_proof(req.clone()).await.unwrap().into_inner().job_id, job, "same request, same job");
+        let same = req.clone();
         req.sector_number += 1;
         let e = c.submit_proof(req).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
         assert!(e.message().contains(&job), "{}", e.message());
+        // The same id for the same sector with other bytes (a new C1, here the same
+        // one wrapped) is other inputs: refused, never answered with the old proof.
+        let mut other = same.clone();
+        other.vanilla_proof = f.wrapper_json.clone();
+        let e = c.submit_proof(other).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("other inputs") && e.message().contains(&job), "{}", e.message());
         // The interrupted one: stored as such, and a retry is a new job.
         let mut again = porep_request(&f, f.wrapper_json.clone());
         again.request_id = "sector-15-again".into();
@@ -403,6 +415,10 @@ fn results_survive_a_restart() {
         assert_ne!(new.split('-').next(), job.split('-').next(), "a new epoch after the restart");
         let r = c.await_proof(AwaitProofRequest { job_id: new, timeout_ms: 0 }).await.unwrap().into_inner();
         assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+        // That job has left memory; a retry of the stored one is still answered from
+        // the store, not proved again.
+        let _ = c.get_status(GetStatusRequest {}).await.unwrap();
+        assert_eq!(c.submit_proof(same).await.unwrap().into_inner().job_id, job, "a retry after jobs left memory");
     });
     d.shutdown();
     let stored: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).collect();

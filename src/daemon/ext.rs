@@ -165,6 +165,7 @@ impl ExtEngine for Ext {
             miner_id: 0,
             sector_number: r.seed,
             registered_proof: spec.constraints as u64,
+            inputs: String::new(),
         };
         let job_id = self.v1.register(handle, "", key);
         Ok(Response::new(pb::SubmitSyntheticResponse { job_id }))

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use super::proto::AwaitProofResponse;
 
 /// What a job proves. A request id that is reused for other inputs is refused rather
-/// than answered with another sector's proof.
+/// than answered with another input's proof.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct JobKey {
     /// `cuzk.v1.ProofKind`, or -1 for cuzk.ext.v1 synthetic jobs.
@@ -22,14 +22,24 @@ pub(super) struct JobKey {
     pub miner_id: u64,
     pub sector_number: u64,
     pub registered_proof: u64,
+    /// SHA-256 (hex) of every input field of the request (C1, vanilla proofs,
+    /// randomness, partition, commitments): the same sector with a new C1, or a PoSt
+    /// with new randomness or another partition, is other inputs. Empty in results
+    /// stored before it existed (such a record is never served for a request id).
+    #[serde(default)]
+    pub inputs: String,
 }
 
 impl std::fmt::Display for JobKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "kind {} miner {} sector {} registered proof {}",
-            self.kind, self.miner_id, self.sector_number, self.registered_proof
+            "kind {} miner {} sector {} registered proof {} inputs {}",
+            self.kind,
+            self.miner_id,
+            self.sector_number,
+            self.registered_proof,
+            if self.inputs.is_empty() { "unknown" } else { &self.inputs[..self.inputs.len().min(16)] }
         )
     }
 }
@@ -135,6 +145,11 @@ impl Results {
     }
 
     /// The stored result of `job_id`, if any.
+    /// Whether a result of `job_id` is stored (without reading it).
+    pub(super) fn has(&self, job_id: &str) -> bool {
+        self.path(job_id).exists()
+    }
+
     pub(super) fn read(&self, job_id: &str) -> Option<Record> {
         if !valid_id(job_id) {
             return None;
@@ -194,7 +209,7 @@ mod tests {
     fn written_results_read_back_and_bad_ids_name_no_file() {
         let dir = std::env::temp_dir().join(format!("cuzk-results-{}", std::process::id()));
         let r = Results::open(dir.clone(), Duration::from_secs(3600)).unwrap();
-        let key = JobKey { kind: 1, miner_id: 1000, sector_number: 7, registered_proof: 5 };
+        let key = JobKey { kind: 1, miner_id: 1000, sector_number: 7, registered_proof: 5, inputs: "ab".into() };
         let resp = AwaitProofResponse {
             job_id: "00000000000000ab-3".into(),
             status: 1,

@@ -35,7 +35,7 @@ use tracing::{info, warn};
 pub(super) use self::convert::{priority, submit_status};
 use self::{
     convert::to_response,
-    request_id::{SubmitLocks, Submitting, MAX_REQUEST_ID},
+    request_id::{inputs_digest, SubmitLocks, Submitting, MAX_REQUEST_ID},
     specs::{post_spec, update_spec, vanilla_bytes},
 };
 use super::{
@@ -166,7 +166,10 @@ impl Service {
         jobs.retain(|_, j| lock(&j.finished).is_none_or(|t| t.elapsed() < retention));
         if jobs.len() != before {
             let live: std::collections::HashSet<String> = jobs.keys().cloned().collect();
-            lock(&self.by_request).retain(|_, id| live.contains(id));
+            // A request id whose job left memory still names it while its result is
+            // stored: a retry is answered from the store, not proved again.
+            let stored = |id: &String| self.results.as_ref().is_some_and(|r| r.has(id));
+            lock(&self.by_request).retain(|_, id| live.contains(id) || stored(id));
         }
     }
 
@@ -188,11 +191,20 @@ impl Service {
                 req.request_id.len()
             )));
         }
+        // A C1 may be 100 MiB: hashed on a blocking thread (the request moves there
+        // and back, uncopied).
+        let (req, inputs) = tokio::task::spawn_blocking(move || {
+            let d = inputs_digest(&req);
+            (req, d)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("hashing the request: {e}")))?;
         let key = JobKey {
             kind: req.proof_kind,
             miner_id: req.miner_id,
             sector_number: req.sector_number,
             registered_proof: req.registered_proof,
+            inputs,
         };
         if !req.request_id.is_empty() {
             if let Some(id) = self.existing(&req.request_id, &key)? {

@@ -47,6 +47,28 @@ impl Drop for Submitting {
     }
 }
 
+/// SHA-256 (hex) of every input field of a submission: what a request id is bound
+/// to beside its kind, miner, sector and proof type.
+pub(super) fn inputs_digest(req: &crate::daemon::proto::SubmitProofRequest) -> String {
+    let mut h = sha2::Sha256::new();
+    let mut field = |tag: u8, b: &[u8]| {
+        h.update([tag]);
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
+    field(1, &req.sector_size.to_le_bytes());
+    field(2, &req.vanilla_proof);
+    for v in &req.vanilla_proofs {
+        field(3, v);
+    }
+    field(4, &req.randomness);
+    field(5, &req.partition_index.to_le_bytes());
+    field(6, &req.comm_r_old);
+    field(7, &req.comm_r_new);
+    field(8, &req.comm_d_new);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The request id of a submission that carries none: its kind, miner, sector, proof
 /// type and the hash of its input.
 pub(super) fn content_id(key: &JobKey, inputs: &[&[u8]]) -> String {
@@ -72,8 +94,12 @@ impl Service {
             .or_else(|| self.results.as_ref()?.read(&job_id).map(|r| (r.key, Some(r.status))));
         match state {
             None => Ok(None),
+            // Stored before inputs were recorded: it cannot be told to be the same
+            // inputs, so it is never served for this id; the request is proved anew.
+            Some((k, _)) if k.inputs.is_empty() && key.kind != -1 => Ok(None),
             Some((k, _)) if k != *key => Err(Status::invalid_argument(format!(
-                "request_id `{request_id}` already names job {job_id} for {k}, not {key}"
+                "request_id `{request_id}` already names job {job_id} for other inputs ({k}), not ({key}); a \
+                 request id names one set of inputs"
             ))),
             Some((_, Some(s))) if s != JobStatus::Completed as i32 => Ok(None),
             Some(_) => Ok(Some(job_id)),
