@@ -209,7 +209,7 @@ impl TreeShape {
     /// The tree over `leaves` nodes with base arity `A` and sub/top tree arities
     /// `B`/`C` (0: none), as filecoin-proofs' `SectorShape*` types and
     /// `storage_proofs_core::merkle::compound_path_length` lay it out.
-    fn of<A: Unsigned, B: Unsigned, C: Unsigned>(leaves: usize) -> Self {
+    pub(crate) fn of<A: Unsigned, B: Unsigned, C: Unsigned>(leaves: usize) -> Self {
         let (a, b, c) = (A::to_usize(), B::to_usize(), C::to_usize());
         let base = base_path_length::<A, B, C>(leaves);
         let mut arities = vec![a; base];
@@ -371,6 +371,45 @@ fn check_column<Tree: 'static + MerkleTreeTrait>(
         return Err(PorepError::ColumnLayers { partition, challenge, which: which.into(), got, want: want.layers });
     }
     check_path(&parts.inclusion_proof, &want.tree_rc, at, || format!("comm_c proof of {which} (tree C)"))
+}
+
+/// [`check_path`] for the Merkle proofs of PoSt and SnapDeals vanilla proofs:
+/// storage-proofs indexes a path by its positions and hashes by the arity, so a
+/// path of another shape must be refused before it verifies one (a panic there).
+///
+/// # Errors
+/// What is wrong with the path: its levels, a level's hashes or position, its kind.
+pub(crate) fn path_shape<P: MerkleProofTrait>(p: &P, tree: &TreeShape) -> Result<(), String> {
+    let path = p.path();
+    if path.len() != tree.arities.len() {
+        return Err(format!("Merkle path of {} levels; want {}", path.len(), tree.arities.len()));
+    }
+    for (level, ((hashes, index), &arity)) in path.iter().zip(&tree.arities).enumerate() {
+        if hashes.len() != arity - 1 {
+            return Err(format!("Merkle path level {level}: {} sibling hashes; want {}", hashes.len(), arity - 1));
+        }
+        if *index >= arity {
+            return Err(format!("Merkle path level {level}: position {index}; want below {arity}"));
+        }
+    }
+    if p.len() != tree.len {
+        return Err(format!("Merkle path is not the {} proof this sector shape's tree gives", tree.kind));
+    }
+    let field = |what: &dyn Fn() -> String, d: &<P::Hasher as filecoin_hashers::Hasher>::Domain| {
+        if crate::vanilla::is_field_element(d.as_ref()) {
+            Ok(())
+        } else {
+            Err(format!("Merkle {} is not a field element (at or above the BLS12-381 scalar modulus)", what()))
+        }
+    };
+    field(&|| "leaf".into(), &p.leaf())?;
+    field(&|| "root".into(), &p.root())?;
+    for (level, (hashes, _)) in path.iter().enumerate() {
+        for (j, h) in hashes.iter().enumerate() {
+            field(&|| format!("path level {level}, sibling hash {j}"), h)?;
+        }
+    }
+    Ok(())
 }
 
 /// A Merkle proof's path has `tree`'s levels, each with one hash fewer than its

@@ -93,6 +93,41 @@ pub(crate) fn decode_sector_proofs<Tree: MerkleTreeTrait>(
         .collect()
 }
 
+/// Each sector's vanilla proof has one Merkle inclusion proof per challenge, each
+/// with the path of the sector shape's tree R: filecoin-proofs indexes them before
+/// it checks them (a panic on an empty list, a short path or an out-of-range
+/// position), so another shape is refused here, named.
+fn check_shape<Tree: 'static + MerkleTreeTrait>(
+    config: &PoStConfig,
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+) -> Result<(), String> {
+    let nodes = usize::try_from(u64::from(config.sector_size) / 32).unwrap_or(usize::MAX);
+    let tree = crate::c1::TreeShape::of::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(nodes);
+    for (i, v) in vanilla.iter().enumerate() {
+        let domains =
+            v.vanilla_proof.sectors.iter().flat_map(|sp| [("comm_c", &sp.comm_c), ("comm_r_last", &sp.comm_r_last)]);
+        for (name, d) in std::iter::once(("comm_r", &v.comm_r)).chain(domains) {
+            if !crate::vanilla::is_field_element(d.as_ref()) {
+                return Err(format!("vanilla proof {i} (sector {}): its {name} is not a field element", v.sector_id));
+            }
+        }
+        for sp in &v.vanilla_proof.sectors {
+            let got = sp.inclusion_proofs.len();
+            if got != config.challenge_count {
+                return Err(format!(
+                    "vanilla proof {i} (sector {}): {got} inclusion proofs; want {} (one per challenge)",
+                    v.sector_id, config.challenge_count
+                ));
+            }
+            for (c, p) in sp.inclusion_proofs.iter().enumerate() {
+                crate::c1::path_shape(p, &tree)
+                    .map_err(|e| format!("vanilla proof {i} (sector {}), challenge {c}: {e}", v.sector_id))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn circuits<Tree: 'static + MerkleTreeTrait>(req: PostRequest) -> Result<Vec<Partition>, VanillaError> {
     let kind = post_kind(req.proof);
     let invalid = |msg: String| VanillaError::Invalid { kind, msg };
@@ -120,6 +155,7 @@ fn circuits<Tree: 'static + MerkleTreeTrait>(req: PostRequest) -> Result<Vec<Par
         });
     }
     let vanilla = decode_sector_proofs::<Tree>(kind, req.proof, &req.vanilla_proofs)?;
+    check_shape::<Tree>(&config, &vanilla).map_err(invalid)?;
     let randomness: <Tree::Hasher as Hasher>::Domain =
         as_safe_commitment(&req.randomness, "randomness").map_err(circuit_err)?;
     let prover_id: <Tree::Hasher as Hasher>::Domain =

@@ -53,6 +53,35 @@ pub fn update_circuits(req: UpdateRequest) -> Result<Vec<Partition>, VanillaErro
     }
 }
 
+/// Each challenge's Merkle proofs have the paths of trees R (old and new: the
+/// sector shape's) and D (binary): storage-proofs-update indexes them before it
+/// checks them (a panic on a short path or an out-of-range position), so another
+/// shape is refused here, named.
+fn check_shape<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    config: &SectorUpdateConfig,
+    proofs: &[PartitionProof<Tree>],
+) -> Result<(), String> {
+    use crate::c1::{path_shape, TreeShape};
+    let nodes = config.nodes_count;
+    let tree_r = TreeShape::of::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(nodes);
+    let tree_d = TreeShape::of::<typenum::U2, typenum::U0, typenum::U0>(nodes);
+    for (k, p) in proofs.iter().enumerate() {
+        if !crate::vanilla::is_field_element(p.comm_c.as_ref()) {
+            return Err(format!("vanilla proof {k}: its comm_c is not a field element"));
+        }
+        if let Some(i) = p.apex_leafs.iter().position(|d| !crate::vanilla::is_field_element(d.as_ref())) {
+            return Err(format!("vanilla proof {k}: apex leaf {i} is not a field element"));
+        }
+        for (c, cp) in p.challenge_proofs.iter().enumerate() {
+            let at = |which: &str, e: String| format!("vanilla proof {k}, challenge {c}, {which}: {e}");
+            path_shape(&cp.proof_r_old, &tree_r).map_err(|e| at("proof_r_old (tree R old)", e))?;
+            path_shape(&cp.proof_d_new, &tree_d).map_err(|e| at("proof_d_new (tree D new)", e))?;
+            path_shape(&cp.proof_r_new, &tree_r).map_err(|e| at("proof_r_new (tree R new)", e))?;
+        }
+    }
+    Ok(())
+}
+
 fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     req: UpdateRequest,
 ) -> Result<Vec<Partition>, VanillaError> {
@@ -81,6 +110,18 @@ fn circuits<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    check_shape::<Tree>(&config, &proofs).map_err(invalid)?;
+    // `try_from_bytes` takes any 32 bytes: the range is checked here.
+    let in_range = |name: &'static str, b: &[u8; 32]| {
+        if crate::vanilla::is_field_element(b) {
+            Ok(())
+        } else {
+            Err(invalid(format!("{name} is not a field element (at or above the BLS12-381 scalar modulus)")))
+        }
+    };
+    in_range("comm_r_old", &req.comm_r_old)?;
+    in_range("comm_r_new", &req.comm_r_new)?;
+    in_range("comm_d_new", &req.comm_d_new)?;
     let field = |name: &'static str, b: &[u8; 32]| {
         <TreeRHasher as Hasher>::Domain::try_from_bytes(b)
             .map_err(|e| invalid(format!("{name} is not a field element: {e:#}")))

@@ -19,6 +19,15 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Whether `b` is 32 bytes that are a BLS12-381 scalar (little endian, below the
+/// modulus): what every hash and commitment of a vanilla proof must be. filecoin's
+/// domain types take any 32 bytes when decoded and panic when one that is not is
+/// turned into a field element, so decoded proofs are checked with this first.
+pub(crate) fn is_field_element(b: &[u8]) -> bool {
+    use ff::PrimeField;
+    <[u8; 32]>::try_from(b).is_ok_and(|repr| blstrs::Scalar::from_repr_vartime(repr).is_some())
+}
+
 /// Vanilla proofs as a JSON array of base64 strings: what Go's `json.Marshal` makes
 /// of a `[][]byte` (Curio's stored SnapDeals vanilla proofs, cuzk-bench's files,
 /// `cuzk gen-vanilla`'s output).
