@@ -110,7 +110,9 @@ pub struct DaemonConfig {
     pub job_retention_secs: u64,
     /// Where every finished job's result is written (atomically) so that AwaitProof
     /// serves it after a restart; "" = `$XDG_STATE_HOME/cuzk/results` (else
-    /// `~/.local/state/cuzk/results`); "none" = keep results in memory only.
+    /// `~/.local/state/cuzk/results`, else systemd's `$STATE_DIRECTORY/results`;
+    /// with none of them set the daemon refuses to start rather than use the
+    /// temporary directory); "none" = keep results in memory only.
     pub results_dir: String,
     /// How long result files are kept.
     pub results_retention_secs: u64,
@@ -192,19 +194,36 @@ impl Default for DaemonConfig {
 
 impl DaemonConfig {
     /// The results directory with the default resolved; `None` for "none".
-    pub fn results_dir(&self) -> Option<PathBuf> {
-        match self.results_dir.as_str() {
-            "none" => None,
-            "" => {
-                let state = std::env::var_os("XDG_STATE_HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(PathBuf::from)
-                    .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state")))
-                    .unwrap_or_else(std::env::temp_dir);
-                Some(state.join("cuzk").join("results"))
-            }
-            d => Some(PathBuf::from(d)),
-        }
+    ///
+    /// # Errors
+    /// `results_dir` is "" and none of `XDG_STATE_HOME`, `HOME` or systemd's
+    /// `STATE_DIRECTORY` is set: the temporary directory would lose proofs on a
+    /// reboot, so the operator must name a directory (or "none").
+    pub fn results_dir(&self) -> Result<Option<PathBuf>, String> {
+        resolve_results_dir(&self.results_dir, |k| std::env::var_os(k))
+    }
+}
+
+/// [`DaemonConfig::results_dir`] with the environment passed in.
+fn resolve_results_dir(
+    setting: &str,
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Option<PathBuf>, String> {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    match setting {
+        "none" => Ok(None),
+        "" => var("XDG_STATE_HOME")
+            .or_else(|| var("HOME").map(|h| h.join(".local").join("state")))
+            .map(|state| state.join("cuzk"))
+            // systemd's StateDirectory= (already the service's own directory).
+            .or_else(|| var("STATE_DIRECTORY").and_then(|d| d.to_str()?.split(':').next().map(PathBuf::from)))
+            .map(|dir| Some(dir.join("results")))
+            .ok_or_else(|| {
+                "results_dir is \"\" but none of XDG_STATE_HOME, HOME or STATE_DIRECTORY is set: set [daemon] \
+                     results_dir to a directory that survives a reboot (or \"none\" to keep results in memory only)"
+                    .to_string()
+            }),
+        d => Ok(Some(PathBuf::from(d))),
     }
 }
 
@@ -273,6 +292,22 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_results_dir_is_never_the_temporary_directory() {
+        let with = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            resolve_results_dir("", move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.into()))
+        };
+        let p = |s: &str| Ok(Some(PathBuf::from(s)));
+        assert_eq!(with(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")]), p("/s/cuzk/results"));
+        assert_eq!(with(&[("XDG_STATE_HOME", ""), ("HOME", "/h")]), p("/h/.local/state/cuzk/results"));
+        assert_eq!(with(&[("STATE_DIRECTORY", "/var/lib/cuzk:/var/lib/other")]), p("/var/lib/cuzk/results"));
+        let e = with(&[]).unwrap_err();
+        assert!(e.contains("results_dir") && e.contains("HOME"), "{e}");
+        assert_eq!(resolve_results_dir("none", |_| None), Ok(None));
+        assert_eq!(resolve_results_dir("/r", |_| None), p("/r"));
+    }
 
     #[test]
     fn shipped_config_is_the_default() {

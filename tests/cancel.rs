@@ -87,6 +87,41 @@ fn shutdown_ends_every_job() {
     ));
 }
 
+/// A `submit` future polled once and dropped after the tracker has handled its
+/// Register but before the answer was awaited (a caller cancelled at that instant)
+/// withdraws the job: nothing stays counted in flight.
+#[test]
+fn submit_dropped_while_registering_leaks_nothing() {
+    let engine = Engine::start(small_config()).unwrap();
+    let spec = spec(64, 1, 1.0, 1.0);
+    let srs = params(spec);
+    use std::future::Future;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut pending = 0;
+    for seed in 0..20 {
+        let job = JobSpec::circuits(srs.clone(), vec![SyntheticCircuit::new(spec, seed).unwrap()]);
+        let mut fut = Box::pin(engine.submit(job));
+        if fut.as_mut().poll(&mut cx).is_pending() {
+            pending += 1;
+        }
+        // The tracker handles Register meanwhile (the future is alive, so actix
+        // delivers it); only then is the future dropped.
+        std::thread::sleep(Duration::from_millis(20));
+        drop(fut);
+    }
+    assert!(pending > 0, "every submit finished on its first poll: nothing was tested");
+    let t = Instant::now();
+    loop {
+        let jobs = engine.snapshot_blocking().jobs;
+        if jobs.in_flight == 0 && jobs.submitted > 0 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "dropped submits left jobs in flight: {jobs:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    engine.shutdown();
+}
+
 /// A caller that gives up on `submit` while backpressure holds it (a timeout, a gRPC
 /// client that disconnects) withdraws the job: nothing stays counted in flight, and
 /// the engine still proves afterwards.

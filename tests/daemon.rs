@@ -335,11 +335,18 @@ fn ingest_limit_applies_to_grpc() {
     d.shutdown();
 }
 
-/// With `auth_token_file`, a call without the token (or with another) is refused.
+/// With `auth_token_file`, a call without the token (or with another) is refused;
+/// a token file other users can read, or a short secret, stops the start.
 #[test]
 fn token_guards_every_call() {
+    use std::os::unix::fs::PermissionsExt;
     let token = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-test-token");
     std::fs::write(&token, "s3cret-s3cret-s3cret\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let cfg = DaemonConfig { auth_token_file: token.display().to_string(), ..Default::default() };
+    let e = Daemon::start(cfg, small_config()).err().unwrap().to_string();
+    assert!(e.contains("mode is 0644") && e.contains("chmod 600"), "{e}");
+    common::owner_only(&token);
     let d = daemon(|c| c.auth_token_file = token.display().to_string());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -431,6 +438,60 @@ fn results_survive_a_restart() {
         })
         .count();
     assert_eq!((stored.len(), interrupted), (3, 1), "two completed, one interrupted");
+}
+
+/// A result that cannot be stored (its temporary file is /dev/full: a full disk)
+/// is not silent: GetStatus, both metrics endpoints and the log say so, no partial
+/// file is left, and the proof, which is valid, still reaches the client.
+#[test]
+fn a_full_disk_is_visible_and_the_proof_still_returned() {
+    let f = fixture(16);
+    let dir = results_dir();
+    let d = daemon(|c| c.results_dir = dir.clone());
+    let metrics_addr = d.metrics.unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = client(&d).await;
+        // The C1 as it is, then in the Lotus wrapper: other inputs, so another job
+        // (a request without an id is named by its inputs).
+        let prove = |c: &mut ProvingEngineClient<Channel>, c1: &Vec<u8>| {
+            let req = porep_request(&f, c1.clone());
+            let mut c = c.clone();
+            async move { c.prove(ProveRequest { submit: Some(req) }).await.unwrap().into_inner().result.unwrap() }
+        };
+        let first = prove(&mut c, &f.c1_json).await;
+        assert_eq!(first.status, JobStatus::Completed as i32, "{}", first.error_message);
+        let store = c.get_status(GetStatusRequest {}).await.unwrap().into_inner().results_store.unwrap();
+        assert!(store.healthy && store.write_failures_total == 0 && store.stored_total == 1, "{store:?}");
+        assert_eq!(store.dir, dir);
+        // Job ids are <epoch>-<sequence in hex>: the next one is known.
+        let (epoch, seq) = first.job_id.split_once('-').unwrap();
+        let next = format!("{epoch}-{:x}", u64::from_str_radix(seq, 16).unwrap() + 1);
+        let tmp = std::path::Path::new(&dir).join(format!("{next}.json.tmp"));
+        std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
+        let second = prove(&mut c, &f.wrapper_json).await;
+        assert_eq!(second.job_id, next);
+        assert_eq!(second.status, JobStatus::Completed as i32, "{}", second.error_message);
+        assert!(verify(&f, f.sector_id, &second.proof), "the proof is returned and valid");
+        assert!(std::fs::symlink_metadata(&tmp).is_err(), "no temporary file is left");
+        assert!(!std::path::Path::new(&dir).join(format!("{next}.json")).exists());
+        let store = c.get_status(GetStatusRequest {}).await.unwrap().into_inner().results_store.unwrap();
+        assert!(!store.healthy && store.write_failures_total == 1 && store.stored_total == 1, "{store:?}");
+        assert!(store.last_error.contains("No space left") && store.last_failure_unix > 0, "{store:?}");
+        assert!(store.free_bytes > 0, "{store:?}");
+        let text = c.get_metrics(GetMetricsRequest {}).await.unwrap().into_inner().prometheus_text;
+        let m = parse_metrics(&text);
+        assert_eq!(m.get("cuzk_results_store_healthy"), Some(&0.0), "{text}");
+        assert_eq!(m.get("cuzk_results_write_failures_total"), Some(&1.0));
+        assert!(m.get("cuzk_results_dir_free_bytes").is_some_and(|b| *b > 0.0));
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(metrics_addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).await.unwrap();
+        assert!(body.contains("cuzk_results_write_failures_total 1\n"), "{body}");
+    });
+    d.shutdown();
 }
 
 #[test]

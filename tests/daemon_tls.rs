@@ -58,6 +58,7 @@ async fn status(addr: &str, access: &Access) -> Result<(), (Option<Code>, String
 fn tls_with_a_token_serves_only_clients_that_present_both() {
     let token = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-tls-token");
     std::fs::write(&token, "tls-token-tls-token\n").unwrap();
+    common::owner_only(&token);
     let d = Daemon::start(tls_config(|c| c.auth_token_file = token.display().to_string()), small_config()).unwrap();
     let p = port(&d);
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -59,6 +59,7 @@ impl Proc {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("token"), TOKEN).unwrap();
+        common::owner_only(&dir.join("token"));
         let (grpc, metrics) =
             (SocketAddr::from(([127, 0, 0, 1], free_port())), SocketAddr::from(([127, 0, 0, 1], free_port())));
         let cfg = format!(
@@ -292,6 +293,7 @@ fn deadlines_close_slow_and_unauthenticated_connections_but_not_a_long_prove() {
     std::fs::create_dir_all(&dir).unwrap();
     let token = dir.join("token");
     std::fs::write(&token, TOKEN).unwrap();
+    common::owner_only(&token);
     let cfg = DaemonConfig {
         listen: "127.0.0.1:0".into(),
         metrics_listen: "127.0.0.1:0".into(),
@@ -369,12 +371,21 @@ fn deadlines_close_slow_and_unauthenticated_connections_but_not_a_long_prove() {
     d.shutdown();
 }
 
-/// A daemon's unix socket takes connections through the same loop.
+/// A daemon's unix socket takes connections through the same loop; a path that
+/// names something other than a socket is neither removed nor served on, and the
+/// socket is removed at shutdown.
 #[test]
 fn the_unix_socket_is_served_through_the_same_accept_loop() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("liveness/{}-unix", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("cuzk.sock");
+    let _ = std::fs::remove_file(&sock);
+    std::fs::write(&sock, "an operator's file").unwrap();
+    let on_file = DaemonConfig { listen: format!("unix://{}", sock.display()), ..Default::default() };
+    let e = Daemon::start(on_file, common::small_config()).err().expect("a file is not a socket").to_string();
+    assert!(e.contains("is a file, not a socket"), "{e}");
+    assert_eq!(std::fs::read_to_string(&sock).unwrap(), "an operator's file", "the file is left alone");
+    std::fs::remove_file(&sock).unwrap();
     let cfg = DaemonConfig {
         listen: format!("unix://{}", sock.display()),
         metrics_listen: String::new(),
@@ -395,6 +406,7 @@ fn the_unix_socket_is_served_through_the_same_accept_loop() {
         drop(held);
     });
     d.shutdown();
+    assert!(!sock.exists(), "the socket is removed at shutdown");
 }
 
 async fn unix_closed(sock: &Path, reason: &str) -> bool {

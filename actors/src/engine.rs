@@ -267,11 +267,16 @@ impl Engine {
     pub async fn submit(&self, spec: JobSpec) -> Result<JobHandle, SubmitError> {
         let ctx = self.context(&spec)?;
         let (tx, rx) = oneshot::channel();
-        self.inner.tracker.send(Register { ctx: ctx.clone(), done: tx }).await.map_err(|_| SubmitError::NotRunning)?;
-        // From here until the intake takes the item, a dropped future (the caller
-        // gave up while backpressure held it) must withdraw the job, or the tracker
-        // would count it in flight forever.
+        // From before Register is sent until the intake takes the item, a dropped
+        // future (the caller gave up while backpressure held it, or while Register
+        // was in the tracker's mailbox) must withdraw the job, or the tracker would
+        // count it in flight forever. Withdrawing a job never registered (the
+        // future dropped before Register was queued) cancels an unknown id: nothing.
         let mut withdraw = Withdraw { ctx: Some(ctx.clone()), tracker: self.inner.tracker.clone() };
+        if self.inner.tracker.send(Register { ctx: ctx.clone(), done: tx }).await.is_err() {
+            withdraw.ctx = None;
+            return Err(SubmitError::NotRunning);
+        }
         let item = WorkItem::new(ctx.clone(), 0, spec.input);
         // An urgent job goes past a full intake mailbox (runtime docs: express lane).
         let item = match self.inner.ingest_express.offer(item) {

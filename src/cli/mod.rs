@@ -58,7 +58,8 @@ enum Command {
     /// Serve the cuzk.v1 gRPC API and Prometheus metrics until SIGINT/SIGTERM.
     Daemon,
     /// A running daemon's status (GetStatus): jobs, devices, listeners and the
-    /// connections they hold; exits 1 if a listener is not accepting.
+    /// connections they hold, the results directory; exits 1 if a listener is not
+    /// accepting or results are not being stored.
     Status(status::StatusArgs),
     /// What a sector size's PoRep proof needs of this host: parameters, recording and
     /// partition memory, partitions at once under the host budget, device placement.

@@ -1,6 +1,7 @@
 //! `cuzk status`: a running daemon's GetStatus, for a person at a terminal: jobs,
-//! devices, and each listener with the connections it holds and what its bounds
-//! closed (docs/operators.md, "Liveness").
+//! devices, each listener with the connections it holds and what its bounds closed
+//! (docs/operators.md, "Liveness"), and the results directory; exits 1 when a
+//! listener is not accepting or results are not being stored.
 
 use std::process::ExitCode;
 
@@ -65,5 +66,26 @@ pub fn run(a: StatusArgs) -> Result<ExitCode> {
             if closed.is_empty() { "none".to_string() } else { closed }
         );
     }
-    Ok(if all_up { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let mut store_ok = true;
+    if let Some(r) = &s.results_store {
+        store_ok = r.healthy;
+        let free = if r.free_bytes > 0 {
+            format!("{:.1} GiB free", r.free_bytes as f64 / (1u64 << 30) as f64)
+        } else {
+            "free space unknown".into()
+        };
+        println!(
+            "results {} {}; stored {}, write failures {}; {free}{}",
+            r.dir,
+            if r.healthy { "writable" } else { "NOT STORING" },
+            r.stored_total,
+            r.write_failures_total,
+            if r.last_error.is_empty() {
+                String::new()
+            } else {
+                format!("; last failure at {} (Unix s): {}", r.last_failure_unix, r.last_error)
+            }
+        );
+    }
+    Ok(if all_up && store_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

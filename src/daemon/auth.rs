@@ -5,6 +5,9 @@
 
 use std::sync::Arc;
 
+// Constant-time comparison (the same crate the field arithmetic uses), so timing does
+// not reveal a matching prefix of the token.
+use subtle::ConstantTimeEq;
 use tonic::{
     service::Interceptor,
     transport::{Certificate, Identity, ServerTlsConfig},
@@ -25,6 +28,21 @@ impl Auth {
         }
         let text = std::fs::read_to_string(&cfg.auth_token_file)
             .map_err(|e| format!("auth_token_file {}: {e}", cfg.auth_token_file))?;
+        // As ssh does with keys: a secret other users can read is no secret.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&cfg.auth_token_file)
+                .map_err(|e| format!("auth_token_file {}: {e}", cfg.auth_token_file))?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                return Err(format!(
+                    "auth_token_file {}: its mode is {:04o}, so other users can read the secret; `chmod 600` it",
+                    cfg.auth_token_file,
+                    mode & 0o7777
+                ));
+            }
+        }
         let token = text.trim();
         if token.len() < 16 {
             return Err(format!("auth_token_file {}: the secret must be at least 16 characters", cfg.auth_token_file));
@@ -34,6 +52,16 @@ impl Auth {
 
     pub(super) fn enabled(&self) -> bool {
         self.0.is_some()
+    }
+
+    /// Checks an `authorization` header value (gRPC metadata or HTTP header).
+    pub(super) fn check(&self, authorization: Option<&str>) -> Result<(), &'static str> {
+        let Some(token) = &self.0 else { return Ok(()) };
+        match authorization.and_then(|v| v.strip_prefix("Bearer ")) {
+            Some(g) if bool::from(g.as_bytes().ct_eq(token)) => Ok(()),
+            Some(_) => Err("wrong token"),
+            None => Err("this daemon requires `authorization: Bearer <token>`"),
+        }
     }
 }
 
@@ -70,18 +98,11 @@ pub(super) fn tls_config(cfg: &DaemonConfig) -> Result<Option<ServerTlsConfig>, 
     }
 }
 
-/// Compares without an early exit, so timing does not reveal a matching prefix.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 impl Interceptor for Auth {
     fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
-        let Some(token) = &self.0 else { return Ok(req) };
-        let given =
-            req.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        match given {
-            Some(g) if same(g.as_bytes(), token) => {
+        let given = req.metadata().get("authorization").and_then(|v| v.to_str().ok());
+        match self.check(given) {
+            Ok(()) if self.enabled() => {
                 // The connection has authenticated: `auth_timeout_secs` no longer
                 // applies to it, and it is not among the first closed at the cap.
                 if let Some(c) = req.extensions().get::<super::listener::ConnInfo>() {
@@ -89,8 +110,8 @@ impl Interceptor for Auth {
                 }
                 Ok(req)
             }
-            Some(_) => Err(Status::unauthenticated("wrong token")),
-            None => Err(Status::unauthenticated("this daemon requires `authorization: Bearer <token>`")),
+            Ok(()) => Ok(req),
+            Err(why) => Err(Status::unauthenticated(why)),
         }
     }
 }

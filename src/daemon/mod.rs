@@ -15,6 +15,7 @@ mod service;
 
 use std::{
     net::SocketAddr,
+    os::unix::fs::FileTypeExt,
     path::PathBuf,
     sync::{
         atomic::{AtomicBool, Ordering::Relaxed},
@@ -211,7 +212,28 @@ impl Daemon {
                 let source = std::io::Error::new(std::io::ErrorKind::AddrInUse, "another daemon is serving there");
                 return Err(DaemonError::Bind { addr: cfg.listen.clone(), source });
             }
-            let _ = std::fs::remove_file(&path);
+            // Only a socket is ever removed: a path that names a file, a directory or
+            // a link by mistake is left alone and the start fails naming it.
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.file_type().is_socket() => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Ok(m) => {
+                    let what = if m.is_dir() {
+                        "a directory"
+                    } else if m.is_symlink() {
+                        "a symbolic link"
+                    } else {
+                        "a file"
+                    };
+                    let source = std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        format!("{} is {what}, not a socket: not removed", path.display()),
+                    );
+                    return Err(DaemonError::Bind { addr: cfg.listen.clone(), source });
+                }
+                Err(_) => {}
+            }
             let l = std::os::unix::net::UnixListener::bind(&path)
                 .map_err(|source| DaemonError::Bind { addr: cfg.listen.clone(), source })?;
             let mode = u32::from_str_radix(&cfg.socket_mode, 8).ok().filter(|m| *m <= 0o777).ok_or_else(|| {
@@ -248,6 +270,8 @@ impl Daemon {
         );
         let ext = ext::Ext::new(svc.clone(), cfg.allow_synthetic);
         let svc2 = svc.clone();
+        let store = svc.results_store();
+        let http_auth = auth.clone();
         let (done_tx, done_rx) = oneshot::channel::<()>();
         // gRPC's own limit sits a little above ours, so that a C1 just over the limit
         // gets our ResourceExhausted with sizes rather than the transport's error.
@@ -276,7 +300,17 @@ impl Daemon {
                     if let (Some(l), Some(stats)) = (metrics_listener, metrics_stats) {
                         match tokio::net::TcpListener::from_std(l) {
                             Ok(l) => {
-                                let task = tokio::spawn(http::serve_metrics(l, engine2, stats, listeners));
+                                let task = tokio::spawn(http::serve_metrics(
+                                    l,
+                                    stats,
+                                    http::Pages {
+                                        engine: engine2,
+                                        listeners,
+                                        store,
+                                        auth: http_auth,
+                                        debug_slot: Arc::new(tokio::sync::Semaphore::new(1)),
+                                    },
+                                ));
                                 let failure = failure.clone();
                                 tokio::spawn(async move {
                                     failure.report(match task.await {
@@ -410,7 +444,9 @@ impl Daemon {
             let _ = th.join();
         }
         if let Listen::Unix(p) = &self.listen {
-            let _ = std::fs::remove_file(p);
+            if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()) {
+                let _ = std::fs::remove_file(p);
+            }
         }
         info!("daemon stopped");
     }

@@ -5,11 +5,15 @@
 use std::{
     io::Write,
     path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
+        Mutex,
+    },
     time::{Duration, SystemTime},
 };
 
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::proto::AwaitProofResponse;
 
@@ -101,9 +105,69 @@ impl Record {
     }
 }
 
-/// The results directory.
+/// The results directory, and how its writes have gone (a full disk must not be
+/// silent: `/metrics`, GetStatus and `cuzk status` show it).
 pub(super) struct Results {
     dir: PathBuf,
+    /// False after a failed write, true again after a good one.
+    healthy: AtomicBool,
+    stored: AtomicU64,
+    failures: AtomicU64,
+    /// The latest failure: when (Unix seconds) and why.
+    last_failure: Mutex<Option<(u64, String)>>,
+}
+
+/// What GetStatus and `/metrics` say of the results directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct StoreState {
+    pub dir: String,
+    pub healthy: bool,
+    pub stored_total: u64,
+    pub write_failures_total: u64,
+    /// Unix seconds of the latest failed write, 0 if none.
+    pub last_failure_unix: u64,
+    pub last_error: String,
+    /// Free bytes for this user on the directory's filesystem, if known.
+    pub free_bytes: Option<u64>,
+}
+
+/// Bytes an unprivileged writer may still use on `dir`'s filesystem.
+#[allow(unsafe_code)]
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data (all-zero is a valid value); `c` is a
+    // NUL-terminated path and `st` a valid out-parameter.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// The results directory's figures in Prometheus text (nothing without one).
+pub(super) fn render(store: Option<&Results>) -> String {
+    use std::fmt::Write;
+    let Some(s) = store.map(Results::state) else { return String::new() };
+    let mut o = String::new();
+    let mut one = |name: &str, kind: &str, help: &str, v: u64| {
+        crate::metrics::family(&mut o, name, kind, help);
+        let _ = writeln!(o, "{name} {v}");
+    };
+    one(
+        "cuzk_results_store_healthy",
+        "gauge",
+        "0 after a failed result write (full disk?) until a write succeeds.",
+        s.healthy as u64,
+    );
+    one("cuzk_results_stored_total", "counter", "Results written to the results directory.", s.stored_total);
+    one(
+        "cuzk_results_write_failures_total",
+        "counter",
+        "Result writes that failed: those proofs were returned but will not survive a restart.",
+        s.write_failures_total,
+    );
+    if let Some(b) = s.free_bytes {
+        one("cuzk_results_dir_free_bytes", "gauge", "Free bytes on the results directory's filesystem.", b);
+    }
+    o
 }
 
 /// Job ids are `<16 hex>-<hex>`; anything else never names a file (no path tricks).
@@ -115,7 +179,13 @@ impl Results {
     /// Opens (creating) `dir` and removes result files older than `retention`.
     pub(super) fn open(dir: PathBuf, retention: Duration) -> std::io::Result<Self> {
         std::fs::create_dir_all(&dir)?;
-        let r = Results { dir };
+        let r = Results {
+            dir,
+            healthy: AtomicBool::new(true),
+            stored: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            last_failure: Mutex::new(None),
+        };
         r.prune(retention);
         Ok(r)
     }
@@ -129,19 +199,63 @@ impl Results {
     }
 
     /// Writes `rec` durably: a reader sees the old state or the whole new file.
+    /// A failed write (a full disk, say) leaves no temporary file behind, is logged
+    /// at error and counted, and marks the store unhealthy until a write succeeds.
     pub(super) fn write(&self, rec: &Record) -> std::io::Result<()> {
         if !valid_id(&rec.job_id) {
             return Err(std::io::Error::other(format!("`{}` is not a job id", rec.job_id)));
         }
         let path = self.path(&rec.job_id);
         let tmp = path.with_extension("json.tmp");
-        let bytes = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(&self.dir)?.sync_all()
+        let write = || -> std::io::Result<()> {
+            let bytes = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            drop(f);
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(&self.dir)?.sync_all()
+        };
+        match write() {
+            Ok(()) => {
+                self.stored.fetch_add(1, Relaxed);
+                if !self.healthy.swap(true, Relaxed) {
+                    info!(dir = %self.dir.display(), "results directory writable again");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // A partial temporary file would fill the disk further and outlive us.
+                let _ = std::fs::remove_file(&tmp);
+                self.healthy.store(false, Relaxed);
+                self.failures.fetch_add(1, Relaxed);
+                let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, e.to_string()));
+                error!(
+                    job = %rec.job_id,
+                    dir = %self.dir.display(),
+                    free_bytes = ?free_bytes(&self.dir),
+                    error = %e,
+                    "result not stored: the proof is returned to the client but will not survive a restart"
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// How writes have gone, and the space left.
+    pub(super) fn state(&self) -> StoreState {
+        let (last_failure_unix, last_error) =
+            self.last_failure.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default();
+        StoreState {
+            dir: self.dir.display().to_string(),
+            healthy: self.healthy.load(Relaxed),
+            stored_total: self.stored.load(Relaxed),
+            write_failures_total: self.failures.load(Relaxed),
+            last_failure_unix,
+            last_error,
+            free_bytes: free_bytes(&self.dir),
+        }
     }
 
     /// The stored result of `job_id`, if any.
@@ -231,5 +345,93 @@ mod tests {
         r.prune(Duration::ZERO);
         assert!(r.read("00000000000000ab-3").is_none());
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A full disk (a temporary file that is /dev/full): the write fails, nothing is
+    /// left behind, the store says unhealthy with the reason, and the next good write
+    /// makes it healthy again.
+    #[test]
+    fn a_failed_write_is_counted_cleaned_up_and_recovered_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Results::open(dir.path().to_path_buf(), Duration::from_secs(3600)).unwrap();
+        let key = JobKey { kind: 1, miner_id: 1000, sector_number: 7, registered_proof: 5, inputs: "ab".into() };
+        let resp =
+            |id: &str| AwaitProofResponse { job_id: id.into(), status: 1, proof: vec![7; 192], ..Default::default() };
+        let tmp = dir.path().join("00000000000000ab-4.json.tmp");
+        std::os::unix::fs::symlink("/dev/full", &tmp).unwrap();
+        let e = r.write(&Record::new(&resp("00000000000000ab-4"), "req", &key)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+        assert!(std::fs::symlink_metadata(&tmp).is_err(), "the temporary file is removed");
+        assert!(r.read("00000000000000ab-4").is_none());
+        let s = r.state();
+        assert!(!s.healthy);
+        assert_eq!((s.stored_total, s.write_failures_total), (0, 1));
+        assert!(s.last_error.contains("No space left"), "{}", s.last_error);
+        assert!(s.last_failure_unix > 0 && s.free_bytes.is_some());
+        let text = render(Some(&r));
+        assert!(text.contains("cuzk_results_store_healthy 0\n"), "{text}");
+        assert!(text.contains("cuzk_results_write_failures_total 1\n"), "{text}");
+
+        r.write(&Record::new(&resp("00000000000000ab-5"), "req2", &key)).unwrap();
+        let s = r.state();
+        assert!(s.healthy, "a good write after the failure");
+        assert_eq!((s.stored_total, s.write_failures_total), (1, 1));
+        assert!(render(Some(&r)).contains("cuzk_results_store_healthy 1\n"));
+        assert_eq!(render(None), "");
+    }
+
+    /// Results files are outside bytes after a crash or a hand edit: any truncation or
+    /// flipped byte of a valid file is read as a record or refused, never a panic, and
+    /// a record whose proof is not hex is never answered.
+    #[test]
+    fn damaged_results_files_are_refused_not_panicked_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Results::open(dir.path().to_path_buf(), Duration::from_secs(3600)).unwrap();
+        let key = JobKey { kind: 3, miner_id: 1, sector_number: 2, registered_proof: 9, inputs: "cd".into() };
+        let resp = AwaitProofResponse {
+            job_id: "00000000000000cd-1".into(),
+            status: 1,
+            proof: (0..=255).collect(),
+            ..Default::default()
+        };
+        r.write(&Record::new(&resp, "req", &key)).unwrap();
+        let path = dir.path().join("00000000000000cd-1.json");
+        let good = std::fs::read(&path).unwrap();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut refused, mut read) = (0, 0);
+        for case in 0..600 {
+            let mut bytes = good.clone();
+            match case % 3 {
+                0 => bytes.truncate((next() as usize) % good.len()),
+                1 => {
+                    for _ in 0..1 + next() % 4 {
+                        let i = (next() as usize) % bytes.len();
+                        bytes[i] = next() as u8;
+                    }
+                }
+                _ => {
+                    let i = (next() as usize) % bytes.len();
+                    bytes.insert(i, b"{}[]\",:0x\\"[(next() as usize) % 10]);
+                }
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            match r.read("00000000000000cd-1") {
+                None => refused += 1,
+                Some(rec) => {
+                    read += 1;
+                    if let Some(back) = rec.response() {
+                        assert_eq!(back.proof.len() * 2, rec.proof.len());
+                    }
+                }
+            }
+            assert!(r.all().len() <= 1);
+        }
+        assert!(refused > 300 && read > 0, "refused {refused}, read {read}");
     }
 }

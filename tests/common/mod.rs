@@ -92,3 +92,9 @@ pub fn daemon_with(engine: EngineConfig) -> cuzk::daemon::Daemon {
     };
     cuzk::daemon::Daemon::start(cfg, engine).unwrap()
 }
+
+/// Makes `path` readable by its owner only (as the daemon requires of a token file).
+pub fn owner_only(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}

@@ -12,6 +12,7 @@ use crate::{
     daemon::{
         listener::{CloseReason, ListenerStats},
         proto,
+        results::StoreState,
     },
     JobOutput,
 };
@@ -47,6 +48,19 @@ pub(super) fn listener_status(l: &ListenerStats) -> proto::ListenerStatus {
         accepted_total: l.accepted.load(Relaxed),
         accept_errors_total: l.accept_errors.load(Relaxed),
         closed_total: CloseReason::ALL.iter().map(|r| (r.as_str().to_string(), l.closed(*r))).collect(),
+    }
+}
+
+/// GetStatus's `results_store`.
+pub(super) fn results_store(s: &StoreState) -> proto::ResultsStore {
+    proto::ResultsStore {
+        dir: s.dir.clone(),
+        healthy: s.healthy,
+        stored_total: s.stored_total,
+        write_failures_total: s.write_failures_total,
+        last_failure_unix: s.last_failure_unix,
+        last_error: s.last_error.clone(),
+        free_bytes: s.free_bytes.unwrap_or(0),
     }
 }
 

@@ -94,7 +94,7 @@ impl Service {
         listeners: Arc<[Arc<ListenerStats>]>,
     ) -> Result<Self, String> {
         let results_retention = Duration::from_secs(cfg.results_retention_secs);
-        let results = match cfg.results_dir() {
+        let results = match cfg.results_dir()? {
             None => None,
             Some(dir) => Some(Arc::new(
                 Results::open(dir.clone(), results_retention)
@@ -132,6 +132,11 @@ impl Service {
             pending: Arc::new((AtomicUsize::new(0), Notify::new())),
             listeners,
         })
+    }
+
+    /// The results directory, if results are kept on disk.
+    pub(super) fn results_store(&self) -> Option<Arc<Results>> {
+        self.results.clone()
     }
 
     /// Waits (up to `limit`) until every ended job's result is stored and published.
@@ -269,10 +274,10 @@ impl Service {
             // Stored before anyone is told, so a proof a client saw is never lost.
             if let Some(results) = results {
                 let rec = Record::new(&resp, &rid, &k);
-                match tokio::task::spawn_blocking(move || results.write(&rec)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => warn!(job = %id2, error = %e, "result not stored"),
-                    Err(e) => warn!(job = %id2, error = %e, "result not stored"),
+                // A failed write is logged at error, counted and shown by Results
+                // itself; the proof is still returned (it is valid), only not durable.
+                if let Err(e) = tokio::task::spawn_blocking(move || results.write(&rec)).await {
+                    tracing::error!(job = %id2, error = %e, "result not stored: the writer panicked");
                 }
             }
             *lock(&fin2) = Some(Instant::now());

@@ -7,7 +7,7 @@ use std::time::Instant;
 use tonic::{Request, Response, Status};
 
 use super::{
-    convert::{device_health, listener_status},
+    convert::{device_health, listener_status, results_store},
     lock,
     specs::circuit_for_id,
     Service,
@@ -110,6 +110,10 @@ impl ProvingEngine for Service {
                 current_proof_kind: String::new(),
             })
             .collect();
+        // statvfs may block (a network filesystem): off the runtime's threads.
+        let store = self.results.clone();
+        let results_store =
+            tokio::task::spawn_blocking(move || store.map(|r| results_store(&r.state()))).await.unwrap_or_default();
         Ok(Response::new(proto::GetStatusResponse {
             gpus,
             loaded_srs,
@@ -121,6 +125,7 @@ impl ProvingEngine for Service {
             pinned_memory_limit_bytes: snap.pinned.map_or(0, |p| p.capacity),
             devices: device_health(&snap.devices),
             listeners: self.listeners.iter().map(|l| listener_status(l)).collect(),
+            results_store,
         }))
     }
 
@@ -129,9 +134,12 @@ impl ProvingEngine for Service {
         _: Request<proto::GetMetricsRequest>,
     ) -> Result<Response<proto::GetMetricsResponse>, Status> {
         let snap = self.engine.snapshot().await;
-        let mut text = tokio::task::spawn_blocking(move || crate::metrics::render(&snap))
-            .await
-            .map_err(|e| Status::internal(format!("metrics: {e}")))?;
+        let store = self.results.clone();
+        let mut text = tokio::task::spawn_blocking(move || {
+            crate::metrics::render(&snap) + &crate::daemon::results::render(store.as_deref())
+        })
+        .await
+        .map_err(|e| Status::internal(format!("metrics: {e}")))?;
         text.push_str(&crate::daemon::listener::render(&self.listeners));
         Ok(Response::new(proto::GetMetricsResponse { prometheus_text: text }))
     }

@@ -38,9 +38,10 @@ pub(super) fn vanilla_bytes(req: &proto::SubmitProofRequest) -> usize {
 /// The vanilla proofs of a PoSt or SnapDeals request: field 11, or (from a client
 /// that packs them in field 10) the JSON array of base64 strings cuzk-bench and
 /// Curio's storage write.
-fn vanilla_list(req: &proto::SubmitProofRequest) -> Result<Vec<Vec<u8>>, Status> {
+/// Takes them out of `req` (no copy). JSON decoding: call it on a blocking thread.
+fn vanilla_list(req: &mut proto::SubmitProofRequest) -> Result<Vec<Vec<u8>>, Status> {
     if !req.vanilla_proofs.is_empty() {
-        return Ok(req.vanilla_proofs.clone());
+        return Ok(std::mem::take(&mut req.vanilla_proofs));
     }
     if req.vanilla_proof.is_empty() {
         return Err(Status::invalid_argument(
@@ -91,30 +92,38 @@ pub(super) async fn post_spec(
     }
     check_sector_size(&req, &format!("{proof:?}"), u64::from(proof.sector_size()));
     let randomness = post_randomness(&req.randomness)?;
-    let vanilla_proofs = vanilla_list(&req)?;
-    let request_id = if req.request_id.is_empty() {
-        let index = req.partition_index.to_le_bytes();
-        let parts: Vec<&[u8]> = std::iter::once(&randomness[..])
-            .chain(std::iter::once(&index[..]))
-            .chain(vanilla_proofs.iter().map(Vec::as_slice))
-            .collect();
-        content_id(key, &parts)
-    } else {
-        req.request_id.clone()
-    };
-    let request = fil::PostRequest {
-        proof,
-        randomness,
-        prover_id: fil::prover_id_from_actor(req.miner_id),
-        vanilla_proofs,
-        partition: (!winning).then_some(req.partition_index as usize),
-    };
-    let parts = tokio::task::spawn_blocking(move || fil::post_circuits(request))
-        .await
-        .map_err(|e| Status::internal(format!("vanilla proof validation: {e}")))?
-        .map_err(|e| Status::invalid_argument(format!("miner {}: {e}", req.miner_id)))?;
-    let spec = JobSpec::prepared(fil::CircuitId::PoSt(proof), parts).with_priority(priority(req.priority));
-    let what = if winning { format!("{proof:?}") } else { format!("{proof:?} partition {}", req.partition_index) };
+    let (priority_level, partition_index) = (req.priority, req.partition_index);
+    let key = key.clone();
+    // Decoding (JSON), hashing and checking up to `max_message_bytes` of vanilla
+    // proofs: on a blocking thread, never on the runtime's few threads.
+    let (request_id, parts) = tokio::task::spawn_blocking(move || -> Result<_, Status> {
+        let mut req = req;
+        let vanilla_proofs = vanilla_list(&mut req)?;
+        let request_id = if req.request_id.is_empty() {
+            let index = req.partition_index.to_le_bytes();
+            let parts: Vec<&[u8]> = std::iter::once(&randomness[..])
+                .chain(std::iter::once(&index[..]))
+                .chain(vanilla_proofs.iter().map(Vec::as_slice))
+                .collect();
+            content_id(&key, &parts)
+        } else {
+            std::mem::take(&mut req.request_id)
+        };
+        let request = fil::PostRequest {
+            proof,
+            randomness,
+            prover_id: fil::prover_id_from_actor(req.miner_id),
+            vanilla_proofs,
+            partition: (!winning).then_some(req.partition_index as usize),
+        };
+        let parts = fil::post_circuits(request)
+            .map_err(|e| Status::invalid_argument(format!("miner {}: {e}", req.miner_id)))?;
+        Ok((request_id, parts))
+    })
+    .await
+    .map_err(|e| Status::internal(format!("vanilla proof validation: {e}")))??;
+    let spec = JobSpec::prepared(fil::CircuitId::PoSt(proof), parts).with_priority(priority(priority_level));
+    let what = if winning { format!("{proof:?}") } else { format!("{proof:?} partition {partition_index}") };
     Ok((spec, request_id, what))
 }
 
@@ -138,22 +147,30 @@ pub(super) async fn update_spec(
         comm("comm_r_new", &req.comm_r_new)?,
         comm("comm_d_new", &req.comm_d_new)?,
     );
-    let vanilla_proofs = vanilla_list(&req)?;
-    let request_id = if req.request_id.is_empty() {
-        let parts: Vec<&[u8]> = [&comm_r_old[..], &comm_r_new[..], &comm_d_new[..]]
-            .into_iter()
-            .chain(vanilla_proofs.iter().map(Vec::as_slice))
-            .collect();
-        content_id(key, &parts)
-    } else {
-        req.request_id.clone()
-    };
-    let request = fil::UpdateRequest { proof, vanilla_proofs, comm_r_old, comm_r_new, comm_d_new };
-    let parts = tokio::task::spawn_blocking(move || fil::update_circuits(request))
-        .await
-        .map_err(|e| Status::internal(format!("vanilla proof validation: {e}")))?
-        .map_err(|e| Status::invalid_argument(format!("miner {} sector {}: {e}", req.miner_id, req.sector_number)))?;
-    let spec = JobSpec::prepared(fil::CircuitId::Update(proof), parts).with_priority(priority(req.priority));
+    let priority_level = req.priority;
+    let key = key.clone();
+    // As for PoSt: decoding, hashing and checking on a blocking thread.
+    let (request_id, parts) = tokio::task::spawn_blocking(move || -> Result<_, Status> {
+        let mut req = req;
+        let vanilla_proofs = vanilla_list(&mut req)?;
+        let request_id = if req.request_id.is_empty() {
+            let parts: Vec<&[u8]> = [&comm_r_old[..], &comm_r_new[..], &comm_d_new[..]]
+                .into_iter()
+                .chain(vanilla_proofs.iter().map(Vec::as_slice))
+                .collect();
+            content_id(&key, &parts)
+        } else {
+            std::mem::take(&mut req.request_id)
+        };
+        let request = fil::UpdateRequest { proof, vanilla_proofs, comm_r_old, comm_r_new, comm_d_new };
+        let parts = fil::update_circuits(request).map_err(|e| {
+            Status::invalid_argument(format!("miner {} sector {}: {e}", req.miner_id, req.sector_number))
+        })?;
+        Ok((request_id, parts))
+    })
+    .await
+    .map_err(|e| Status::internal(format!("vanilla proof validation: {e}")))??;
+    let spec = JobSpec::prepared(fil::CircuitId::Update(proof), parts).with_priority(priority(priority_level));
     Ok((spec, request_id, format!("{proof:?}")))
 }
 
