@@ -21,35 +21,90 @@ pub fn ipp_srs_file(cache_dir: &Path) -> PathBuf {
 /// SnarkPack's generic SRS (both groups, powers of α and β).
 pub type IppSrs = bellperson::groth16::aggregate::GenericSRS<blstrs::Bls12>;
 
-/// Reads the inner-product SRS at `path` (memory-mapped; the first
-/// `IPP_SRS_MAX_LEN` elements, as filecoin-proofs).
+/// Where the part of an inner-product SRS file that is read lies: for each of its
+/// four vectors (G1 α, G1 β, G2 α, G2 β powers), the offset of its first point, the
+/// points kept (at most `IPP_SRS_MAX_LEN`) and a point's size in the file.
+struct IppPlan {
+    vectors: [(u64, usize, usize); 4],
+}
+
+impl IppPlan {
+    /// Reads the four vector headers (at most 16 bytes) and checks them against the
+    /// file's size: bellperson indexes without bounds checks on lengths it reads.
+    fn read(file: &std::fs::File, path: &Path) -> Result<IppPlan, PorepError> {
+        use std::os::unix::fs::FileExt;
+        let bad = |e: std::io::Error| PorepError::IppSrs(format!("{}: {e}", path.display()));
+        let size = file.metadata().map_err(bad)?.len();
+        let g1 = std::mem::size_of::<<blstrs::G1Affine as group::GroupEncoding>::Repr>();
+        let g2 = std::mem::size_of::<<blstrs::G2Affine as group::GroupEncoding>::Repr>();
+        let mut off = 0u64;
+        let mut vectors = [(0, 0, 0); 4];
+        for (v, point) in vectors.iter_mut().zip([g1, g1, g2, g2]) {
+            let mut len = [0u8; 4];
+            file.read_exact_at(&mut len, off).map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => {
+                    PorepError::IppSrs(format!("{}: truncated ({size} bytes)", path.display()))
+                }
+                _ => bad(e),
+            })?;
+            let len = u64::from(u32::from_be_bytes(len));
+            *v = (off + 4, usize::try_from(len).unwrap_or(usize::MAX).min(IPP_SRS_MAX_LEN), point);
+            off = off.saturating_add(4).saturating_add(len.saturating_mul(point as u64));
+            if off > size {
+                return Err(PorepError::IppSrs(format!("{}: truncated ({size} bytes)", path.display())));
+            }
+        }
+        Ok(IppPlan { vectors })
+    }
+
+    /// Bytes of the compact copy that is decoded (headers and kept points).
+    fn compact_len(&self) -> usize {
+        self.vectors.iter().map(|&(_, n, point)| 4 + n * point).sum()
+    }
+
+    /// Bytes the decoded SRS holds in memory.
+    fn decoded_bytes(&self) -> u64 {
+        let g1 = std::mem::size_of::<blstrs::G1Affine>();
+        let g2 = std::mem::size_of::<blstrs::G2Affine>();
+        self.vectors.iter().zip([g1, g1, g2, g2]).map(|(&(_, n, _), sz)| (n * sz) as u64).sum()
+    }
+}
+
+/// Host memory [`load_ipp_srs`] needs for the file at `path`, read from its headers
+/// alone: `(kept, transient)`: the decoded SRS, and the compact copy of the file's
+/// used part that exists only while loading. Reserve both before loading.
+///
+/// # Errors
+/// [`PorepError::IppSrs`] naming the file when it is missing or truncated.
+pub fn ipp_srs_load_bytes(path: &Path) -> Result<(u64, u64), PorepError> {
+    let file = std::fs::File::open(path).map_err(|e| PorepError::IppSrs(format!("{}: {e}", path.display())))?;
+    let plan = IppPlan::read(&file, path)?;
+    Ok((plan.decoded_bytes(), plan.compact_len() as u64))
+}
+
+/// Reads the inner-product SRS at `path`: the first `IPP_SRS_MAX_LEN` elements of
+/// each vector, as filecoin-proofs does. Only those are read from the file (about
+/// 9.4 MB of the production file's GBs), into a compact anonymous map that bellperson
+/// decodes (a file map would kill the process with SIGBUS if the file were truncated
+/// while mapped); [`ipp_srs_load_bytes`] says what it takes.
 ///
 /// # Errors
 /// [`PorepError::IppSrs`] naming the file when it is missing or malformed.
 pub fn load_ipp_srs(path: &Path) -> Result<IppSrs, PorepError> {
+    use std::os::unix::fs::FileExt;
     let bad = |e: std::io::Error| PorepError::IppSrs(format!("{}: {e}", path.display()));
-    // bellperson reads the SRS from a map. The file is copied into an anonymous one,
-    // not mapped: a file truncated while mapped would kill the process with SIGBUS.
-    let mut file = std::fs::File::open(path).map_err(bad)?;
-    let len = usize::try_from(file.metadata().map_err(bad)?.len()).unwrap_or(usize::MAX);
-    let mut anon = memmap2_05::MmapMut::map_anon(len.max(1)).map_err(bad)?;
-    std::io::Read::read_exact(&mut file, &mut anon[..len]).map_err(bad)?;
-    let map = anon.make_read_only().map_err(bad)?;
-    // bellperson indexes the map without bounds checks on lengths it reads from the
-    // file: check the four vector headers against the file size first.
-    let g1 = std::mem::size_of::<<blstrs::G1Affine as group::GroupEncoding>::Repr>();
-    let g2 = std::mem::size_of::<<blstrs::G2Affine as group::GroupEncoding>::Repr>();
-    let mut off = 0usize;
-    for point in [g1, g1, g2, g2] {
-        let len = map
-            .get(off..off + 4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .ok_or_else(|| bad(std::io::ErrorKind::UnexpectedEof.into()))?;
-        off = off.saturating_add(4).saturating_add(len.saturating_mul(point));
-        if off > map.len() {
-            return Err(PorepError::IppSrs(format!("{}: truncated ({} bytes)", path.display(), map.len())));
-        }
+    let file = std::fs::File::open(path).map_err(bad)?;
+    let plan = IppPlan::read(&file, path)?;
+    let mut anon = memmap2_05::MmapMut::map_anon(plan.compact_len()).map_err(bad)?;
+    let mut at = 0;
+    for &(off, n, point) in &plan.vectors {
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+        anon[at..at + 4].copy_from_slice(&n32.to_be_bytes());
+        at += 4;
+        file.read_exact_at(&mut anon[at..at + n * point], off).map_err(bad)?;
+        at += n * point;
     }
+    let map = anon.make_read_only().map_err(bad)?;
     IppSrs::read_mmap(&map, IPP_SRS_MAX_LEN).map_err(bad)
 }
 
@@ -206,6 +261,53 @@ mod tests {
         std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
         let e = load_ipp_srs(&path).unwrap_err().to_string();
         assert!(e.contains("truncated") && e.contains(IPP_SRS_FILE), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file whose vectors are longer than what is read (as the production file's):
+    /// only the kept prefix of each is read, the result is what bellperson makes of
+    /// the whole file, and the memory the headers announce is what it holds.
+    #[test]
+    fn only_the_read_prefix_is_loaded_and_it_is_what_bellperson_reads() {
+        use group::GroupEncoding;
+        let dir = std::env::temp_dir().join(format!("cuzk-ipp-long-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(IPP_SRS_FILE);
+        let long = IPP_SRS_MAX_LEN + 3;
+        let mut bytes = Vec::new();
+        let g1 = blstrs::G1Affine::generator().to_bytes();
+        let g2 = blstrs::G2Affine::generator().to_bytes();
+        for point in [g1.as_ref(), g1.as_ref(), g2.as_ref(), g2.as_ref()] {
+            bytes.extend_from_slice(&(long as u32).to_be_bytes());
+            for i in 0..long {
+                // Beyond the read prefix: bytes that are no point (never decoded).
+                if i < IPP_SRS_MAX_LEN {
+                    bytes.extend_from_slice(point);
+                } else {
+                    bytes.extend(std::iter::repeat_n(0xa5, point.len()));
+                }
+            }
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let srs = load_ipp_srs(&path).unwrap();
+        assert_eq!(srs.g_alpha_powers.len(), IPP_SRS_MAX_LEN);
+        assert_eq!(srs.h_beta_powers.len(), IPP_SRS_MAX_LEN);
+        let (kept, transient) = ipp_srs_load_bytes(&path).unwrap();
+        assert_eq!(kept, ipp_srs_bytes(&srs));
+        assert!(transient < bytes.len() as u64, "{transient} of {}", bytes.len());
+        let mut whole = memmap2_05::MmapMut::map_anon(bytes.len()).unwrap();
+        whole.copy_from_slice(&bytes);
+        let reference = IppSrs::read_mmap(&whole.make_read_only().unwrap(), IPP_SRS_MAX_LEN).unwrap();
+        assert!(
+            srs.g_alpha_powers == reference.g_alpha_powers
+                && srs.g_beta_powers == reference.g_beta_powers
+                && srs.h_alpha_powers == reference.h_alpha_powers
+                && srs.h_beta_powers == reference.h_beta_powers
+        );
+        // A header that promises more than the file holds is refused before any read.
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        let e = ipp_srs_load_bytes(&path).unwrap_err().to_string();
+        assert!(e.contains("truncated"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -40,7 +40,8 @@ mod vanilla;
 pub mod verify;
 
 pub use aggregate::{
-    aggregate_ni_porep, ipp_srs_bytes, ipp_srs_file, load_ipp_srs, write_fake_ipp_srs, IppSrs, IPP_SRS_FILE,
+    aggregate_ni_porep, ipp_srs_bytes, ipp_srs_file, ipp_srs_load_bytes, load_ipp_srs, write_fake_ipp_srs, IppSrs,
+    IPP_SRS_FILE,
 };
 pub use c1::{parse_c1, C1Format, ParsedC1};
 pub use circuit::{blank_circuit_of, BlankCircuit, CircuitId};

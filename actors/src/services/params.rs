@@ -10,7 +10,9 @@ use std::{
     time::Instant,
 };
 
-use cuzk_filecoin::{ipp_srs_bytes, ipp_srs_file, load_ipp_srs, parameter_files, CircuitId, IppSrs};
+use cuzk_filecoin::{
+    ipp_srs_bytes, ipp_srs_file, ipp_srs_load_bytes, load_ipp_srs, parameter_files, CircuitId, IppSrs,
+};
 use cuzk_srs::{LoadOptions, ProvingKey};
 use tracing::{info, warn};
 
@@ -200,9 +202,14 @@ impl ParamCache {
         }
         let t = Instant::now();
         let path = ipp_srs_file(&self.dir);
+        // Reserved before anything is read (the sizes come from the file's headers):
+        // what the SRS keeps, and the compact copy that exists while it loads.
+        let (kept, transient) = ipp_srs_load_bytes(&path).map_err(StageError::failed)?;
+        let reservation = self.reserve_room(kept)?;
+        let loading = self.reserve_room(transient)?;
         let srs = load_ipp_srs(&path).map_err(StageError::failed)?;
+        drop(loading);
         let bytes = ipp_srs_bytes(&srs);
-        let reservation = self.reserve_room(bytes)?;
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes, "inner-product SRS loaded");
         let srs = Arc::new(srs);
         *self.ipp.lock().unwrap_or_else(|e| e.into_inner()) = Some((srs.clone(), reservation));
