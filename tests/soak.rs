@@ -4,6 +4,8 @@
 //! calls. Every job ends in exactly one terminal state, no reservation or tracker
 //! entry leaks, a valid job still proves afterwards, and RSS is flat across the
 //! second half. `CUZK_SOAK_JOBS` scales it (default 240; the GPU host runs more).
+//! A third run holds the daemon to its promises with results storage on (idle
+//! connections held, retried and reused request ids, cancels, a full disk).
 
 mod common;
 
@@ -186,4 +188,151 @@ fn soak_daemon_with_dropped_clients() {
     let jobs = d.engine().snapshot_blocking().jobs;
     assert_eq!((jobs.in_flight, jobs.succeeded), (0, 40), "{jobs:?}");
     d.shutdown();
+}
+
+/// The daemon's promises under mixed traffic with results storage on: clients
+/// submitting at once over fresh connections while 64 idle connections are held,
+/// some AwaitProof calls dropped, some jobs cancelled, a request id retried by
+/// three clients at once and again after its proof (one job, one proof) and reused
+/// with other inputs (refused), and a disk that is full for five jobs' results
+/// (their temporary files are /dev/full). Afterwards every accepted job has exactly
+/// one terminal result (the same on every AwaitProof), nothing stays in flight, the
+/// five failed writes are counted with no temporary file left, and the rest are
+/// stored.
+#[test]
+fn soak_daemon_promises_with_results_storage() {
+    use common::porep::{fixture, param_cache, verify};
+    use cuzk::daemon::proto::{CancelProofRequest, GetStatusRequest, ProofKind};
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("soak-results/{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = DaemonConfig {
+        listen: "127.0.0.1:0".into(),
+        metrics_listen: String::new(),
+        results_dir: dir.display().to_string(),
+        allow_synthetic: true,
+        shutdown_timeout_secs: 0,
+        ..Default::default()
+    };
+    let mut engine = small_config();
+    engine.ingest.param_cache = param_cache();
+    let d = Daemon::start(cfg, engine).unwrap();
+    let Listen::Tcp(addr) = d.listen else { panic!("tcp expected") };
+    let url = format!("http://{addr}");
+    let f = fixture(21);
+    let porep = |c1: &Vec<u8>| SubmitProofRequest {
+        proof_kind: ProofKind::PorepSealCommit as i32,
+        sector_size: 2048,
+        registered_proof: 5,
+        vanilla_proof: c1.clone(),
+        sector_number: f.sector_id,
+        miner_id: f.miner_id,
+        request_id: "soak-sector-21".into(),
+        ..Default::default()
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let idle: Vec<_> = idle_connections(addr, 64).await;
+        let mut ext = cuzk::client::ext(cuzk::client::connect(&url).await.unwrap());
+        let synth = |seed: u64| SubmitSyntheticRequest { log2: 8, public_inputs: 1, seed, ..Default::default() };
+        let first = ext.submit_synthetic(synth(1000)).await.unwrap().into_inner().job_id;
+        // Ids are <epoch>-<sequence>: five later jobs' results meet a full disk.
+        let (epoch, seq) = first.split_once('-').unwrap();
+        let seq = u64::from_str_radix(seq, 16).unwrap();
+        let full: Vec<String> = (1..=5).map(|k| format!("{epoch}-{:x}", seq + 4 * k)).collect();
+        for id in &full {
+            std::os::unix::fs::symlink("/dev/full", dir.join(format!("{id}.json.tmp"))).unwrap();
+        }
+        // Six clients, five synthetic jobs each, over fresh connections.
+        let clients: Vec<_> = (0..6u64)
+            .map(|c| {
+                let url = url.clone();
+                tokio::spawn(async move {
+                    let mut mine = Vec::new();
+                    for j in 0..5u64 {
+                        let ch = cuzk::client::connect(&url).await.unwrap();
+                        let (mut v1, mut ext) = (cuzk::client::v1(ch.clone()), cuzk::client::ext(ch));
+                        let id = ext.submit_synthetic(synth(c * 100 + j)).await.unwrap().into_inner().job_id;
+                        match j {
+                            1 => {
+                                let pending = v1.await_proof(AwaitProofRequest { job_id: id.clone(), timeout_ms: 0 });
+                                let _ = tokio::time::timeout(Duration::from_millis(5), pending).await;
+                            }
+                            3 if c % 2 == 0 => {
+                                v1.cancel_proof(CancelProofRequest { job_id: id.clone() }).await.unwrap();
+                            }
+                            _ => {}
+                        }
+                        mine.push(id);
+                    }
+                    mine
+                })
+            })
+            .collect();
+        // The same request id from three clients at once: one job.
+        let retries: Vec<_> = (0..3)
+            .map(|_| {
+                let (url, req) = (url.clone(), porep(&f.c1_json));
+                tokio::spawn(async move {
+                    let mut v1 = cuzk::client::v1(cuzk::client::connect(&url).await.unwrap());
+                    v1.submit_proof(req).await.unwrap().into_inner().job_id
+                })
+            })
+            .collect();
+        let mut porep_ids = Vec::new();
+        for r in retries {
+            porep_ids.push(r.await.unwrap());
+        }
+        assert!(porep_ids.iter().all(|i| *i == porep_ids[0]), "{porep_ids:?}");
+        let mut ids = vec![first];
+        for c in clients {
+            ids.extend(c.await.unwrap());
+        }
+        let mut v1 = cuzk::client::v1(cuzk::client::connect(&url).await.unwrap());
+        let r = v1.await_proof(AwaitProofRequest { job_id: porep_ids[0].clone(), timeout_ms: 0 }).await.unwrap();
+        let r = r.into_inner();
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+        assert!(verify(&f, f.sector_id, &r.proof));
+        assert_eq!(v1.submit_proof(porep(&f.c1_json)).await.unwrap().into_inner().job_id, porep_ids[0]);
+        let e = v1.submit_proof(porep(&f.wrapper_json)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        // Every job: one terminal result, the same when asked again.
+        let mut cancelled = 0;
+        for id in &ids {
+            let a = v1.await_proof(AwaitProofRequest { job_id: id.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
+            let b = v1.await_proof(AwaitProofRequest { job_id: id.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
+            assert_eq!(a, b, "{id}");
+            match JobStatus::try_from(a.status) {
+                Ok(JobStatus::Completed) => assert_eq!(a.proof.len(), 192, "{id}"),
+                Ok(JobStatus::Cancelled) => cancelled += 1,
+                s => panic!("{id}: {s:?} {}", a.error_message),
+            }
+        }
+        assert!(cancelled <= 3, "only the three cancelled jobs may end cancelled");
+        let store = v1.get_status(GetStatusRequest {}).await.unwrap().into_inner().results_store.unwrap();
+        assert_eq!(store.write_failures_total, 5, "{store:?}");
+        assert_eq!(store.stored_total as usize, ids.len() + 1 - 5, "{store:?}");
+        drop(idle);
+    });
+    let jobs = d.engine().snapshot_blocking().jobs;
+    assert_eq!(jobs.in_flight, 0, "{jobs:?}");
+    assert_eq!(jobs.submitted, jobs.succeeded + jobs.failed + jobs.cancelled, "{jobs:?}");
+    d.shutdown();
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".json"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `n` TCP connections that connect and send nothing.
+async fn idle_connections(addr: std::net::SocketAddr, n: usize) -> Vec<tokio::net::TcpStream> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    v
 }
