@@ -318,6 +318,7 @@ mod tests {
             pinned: None,
             devices: Vec::new(),
             precompiled_bytes: 0,
+            param_digests: Vec::new(),
         };
         let v = verdict(&snap, wall).unwrap();
         assert_eq!(v.stage, StageName::ProveGpu, "{v:?}");

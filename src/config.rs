@@ -42,11 +42,16 @@ pub struct SrsConfig {
     pub cache_dir: PathBuf,
     /// Check every point's subgroup membership when loading (slower).
     pub subgroup_checks: bool,
+    /// Check parameter (`.params`), verifying-key (`.vk`) and SRS files against
+    /// Filecoin's published digests (parameters.json) before using them; test
+    /// parameters marked by `cuzk srs gen` and files not in parameters.json are used,
+    /// and logged as such.
+    pub check_digests: bool,
 }
 
 impl Default for SrsConfig {
     fn default() -> Self {
-        SrsConfig { cache_dir: PathBuf::new(), subgroup_checks: false }
+        SrsConfig { cache_dir: PathBuf::new(), subgroup_checks: false, check_digests: true }
     }
 }
 
@@ -284,6 +289,8 @@ impl Config {
     /// [`ConfigError`] if unreadable or invalid.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
+        // `[srs] check_digests = false` turns the digest checks off there too.
+        engine.ingest.check_digests &= srs.check_digests;
             .map_err(|e| ConfigError { path: path.display().to_string(), msg: e.to_string() })?;
         Self::parse(&text, &path.display().to_string())
     }
@@ -332,6 +339,13 @@ mod tests {
         let e = Config::parse("[budget]\nhost_memory = -1\n", "t").unwrap_err().to_string();
         assert!(e.contains("negative"), "{e}");
         let e = Config::parse("[synthesize\n", "t").unwrap_err().to_string();
+    #[test]
+    fn check_digests_is_on_by_default_and_reaches_the_parameter_cache() {
+        assert!(Config::parse("", "t").unwrap().engine.ingest.check_digests);
+        let c = Config::parse("[srs]\ncheck_digests = false\n", "t").unwrap();
+        assert!(!c.srs.check_digests && !c.engine.ingest.check_digests);
+    }
+
         assert!(e.starts_with("t: "), "{e}");
     }
 }

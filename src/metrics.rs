@@ -123,6 +123,25 @@ fn sample_gpus() -> Vec<GpuSample> {
         .collect()
 }
 
+/// One series per parameter file the engine has checked, labelled with the file's
+/// name and what its digest check found (`checked`, `unknown`, `mismatch`, `off`).
+fn render_param_digests(o: &mut String, files: &[(std::path::PathBuf, cuzk_filecoin::DigestStatus)]) {
+    if files.is_empty() {
+        return;
+    }
+    family(
+        o,
+        "cuzk_parameter_file_digest",
+        "gauge",
+        "1 per parameter, verifying-key or SRS file read, by what its check against Filecoin's published digests found.",
+    );
+    for (path, status) in files {
+        let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let name = name.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        let _ = writeln!(o, "cuzk_parameter_file_digest{{file=\"{name}\",status=\"{}\"}} 1", status.as_str());
+    }
+}
+
 fn render_gpus(o: &mut String, gpus: &[GpuSample]) {
     if let Some(age) = gpu_sample_age() {
         family(
@@ -310,6 +329,7 @@ pub fn render(snap: &EngineSnapshot) -> String {
         "Host memory held by recorded circuit structures (charged to the host budget).",
     );
     let _ = writeln!(o, "cuzk_precompiled_circuit_bytes {}", snap.precompiled_bytes);
+    render_param_digests(&mut o, &snap.param_digests);
     if let Some(p) = &snap.pinned {
         let pinned: [(&str, &str, &str, u64); 5] = [
             ("cuzk_pinned_capacity_bytes", "gauge", "Bound of the pinned host pool.", p.capacity),

@@ -138,6 +138,9 @@ pub struct EngineSnapshot {
     pub devices: Vec<cuzk_gpu::DeviceStats>,
     /// Host bytes held by recorded circuit structures (pre-compiled synthesis).
     pub precompiled_bytes: u64,
+    /// Parameter, verifying-key and SRS files checked against Filecoin's published
+    /// digests so far, with what the last check found (`cuzk_filecoin::digest`).
+    pub param_digests: Vec<(std::path::PathBuf, cuzk_filecoin::DigestStatus)>,
 }
 
 impl Engine {
@@ -342,6 +345,7 @@ impl Engine {
             pinned: self.pinned(),
             devices: self.inner.backend_arc.device_stats(),
             precompiled_bytes: self.inner.recordings.bytes(),
+            param_digests: self.inner.params.digests().outcomes(),
         }
     }
 

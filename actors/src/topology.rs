@@ -190,7 +190,9 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         true,
     )?;
     let load = cuzk_srs::LoadOptions { subgroup_checks: cfg.ingest.subgroup_checks };
-    let params = Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), load, host_ledger.clone()));
+    let digests = Arc::new(cuzk_filecoin::DigestChecker::filecoin(cfg.ingest.check_digests));
+    let params =
+        Arc::new(ParamCache::new(cfg.ingest.param_cache_dir(), load, host_ledger.clone()).with_digests(digests));
     // Recordings go with their parameters: release them as soon as those are evicted.
     let purge = recordings.clone();
     params.set_on_evict(move || purge.purge());

@@ -80,6 +80,9 @@ pub enum PorepError {
     IppSrs(String),
     #[error("aggregating the partition proofs failed: {0}")]
     Aggregate(String),
+    /// A parameter file whose digest is not Filecoin's published one.
+    #[error(transparent)]
+    Digest(#[from] crate::digest::DigestError),
 }
 
 /// Why vanilla proofs (PoSt, SnapDeals) were refused before any circuit was built.

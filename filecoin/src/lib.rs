@@ -14,6 +14,8 @@
 //! - [`partition`]: one partition of any kind, its circuit type erased
 //!   ([`Partition`]), what the kinds' circuit builders return;
 //! - [`params`]: Filecoin's parameter cache and file names;
+//! - [`digest`]: parameter, verifying-key and SRS files checked against Filecoin's
+//!   published digests ([`DigestChecker`]);
 //! - [`verify`]: filecoin-proofs' verifiers;
 //! - [`aggregate`]: SnarkPack for non-interactive PoRep, and its inner-product SRS;
 //! - [`registry`]: registered proofs and ids as filecoin-ffi numbers them;
@@ -26,6 +28,7 @@
 pub mod aggregate;
 pub mod c1;
 pub mod circuit;
+pub mod digest;
 mod error;
 pub mod fixture;
 mod native;
@@ -45,6 +48,7 @@ pub use aggregate::{
 };
 pub use c1::{parse_c1, C1Format, ParsedC1};
 pub use circuit::{blank_circuit_of, BlankCircuit, CircuitId};
+pub use digest::{DigestChecker, DigestError, DigestStatus, FileCheck, Manifest};
 pub use error::{PorepError, VanillaError};
 pub use fixture::{
     generate_c1, generate_post_vanilla, generate_update_vanilla, seal_sector, C1Fixture, PostFixture, SealedSector,

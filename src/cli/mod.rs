@@ -187,10 +187,14 @@ pub fn load_config(path: Option<&Path>) -> Result<Config> {
     })
 }
 
-/// Loads a parameter file (with `[srs] subgroup_checks`) and logs how fast.
+/// Loads a parameter file (with `[srs] subgroup_checks`, and its digest checked
+/// when it is one of Filecoin's, `[srs] check_digests`) and logs how fast.
 fn load_params(path: &Path, cfg: &Config) -> Result<Arc<ProvingKey>> {
+    let digests = cuzk::filecoin::DigestChecker::filecoin(cfg.srs.check_digests);
+    let checked = digests.check(path)?;
     let t = Instant::now();
     let key = ProvingKey::load(path, LoadOptions { subgroup_checks: cfg.srs.subgroup_checks })?;
+    digests.unchanged(path, &checked)?;
     let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     info!(
         file = %path.display(),

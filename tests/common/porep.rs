@@ -52,6 +52,11 @@ pub fn ensure_params(dir: &std::path::Path, proof: impl Into<fil::CircuitId>) {
         std::fs::rename(&tmp, &vk).unwrap();
         eprintln!("generated {proof} test parameters in {:?}", t.elapsed());
     }
+    // Under Filecoin's names: marked as test parameters for the digest check (files
+    // generated before marks existed are marked here too; this directory is tests').
+    for f in [&params, &vk] {
+        fil::digest::mark_generated(f).unwrap();
+    }
 }
 
 /// A fake inner-product SRS (non-interactive PoRep aggregation) in `dir` unless one
@@ -63,6 +68,7 @@ pub fn ensure_ipp_srs(dir: &std::path::Path) {
     if !path.exists() {
         fil::write_fake_ipp_srs(&path, 128, 1).unwrap();
     }
+    fil::digest::mark_generated(&path).unwrap();
 }
 
 /// A sealed 2KiB sector's C1 output; deterministic per seed (miner f0<1000+seed>).

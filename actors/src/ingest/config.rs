@@ -26,6 +26,9 @@ pub struct IngestConfig {
     /// Check every parameter point's subgroup membership when loading (slower; the
     /// daemon sets it from `[srs] subgroup_checks`).
     pub subgroup_checks: bool,
+    /// Check parameter, verifying-key and SRS files against Filecoin's published
+    /// digests before reading them (the daemon sets it from `[srs] check_digests`).
+    pub check_digests: bool,
     /// `[ingest.priority]`: added to every job's priority by its kind, so that proofs
     /// with a deadline of seconds (WinningPoSt) or minutes (WindowPoSt) overtake
     /// PoRep and SnapDeals (deadline: hours) in every stage queue.
@@ -78,6 +81,7 @@ impl Default for IngestConfig {
             param_cache: PathBuf::new(),
             preload: Vec::new(),
             subgroup_checks: false,
+            check_digests: true,
             priority: KindPriority::default(),
         }
     }

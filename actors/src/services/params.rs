@@ -2,6 +2,12 @@
 //! names and kept resident once loaded. Their memory is reserved from the host
 //! budget, the same budget partitions in flight draw on; parameters no job is using
 //! are evicted (least recently used first) when a new set needs the room.
+//!
+//! Before a file is read, its digest is checked against Filecoin's published ones
+//! (`cuzk_filecoin::digest`): a `.params`, its `.vk` beside it, or the SnarkPack SRS
+//! whose digest is not the published one is refused, so nothing is proved (or
+//! self-verified) with a corrupt file; test parameters (marked by what generated
+//! them, or not in the manifest) are used, and the log says so.
 
 use std::{
     collections::HashMap,
@@ -10,6 +16,7 @@ use std::{
     time::Instant,
 };
 
+use cuzk_filecoin::DigestChecker;
 use cuzk_filecoin::{
     ipp_srs_bytes, ipp_srs_file, ipp_srs_load_bytes, load_ipp_srs, parameter_files, CircuitId, IppSrs,
 };
@@ -50,13 +57,17 @@ pub struct ParamCache {
     on_evict: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// Run after a set is loaded (the backend prefetches it to its devices).
     on_load: std::sync::OnceLock<LoadHook>,
+    /// Checks every file against Filecoin's published digests before it is read.
+    digests: Arc<DigestChecker>,
 }
 
 /// What [`ParamCache::set_on_load`] keeps.
 type LoadHook = Box<dyn Fn(&Arc<ProvingKey>) + Send + Sync>;
 
 impl ParamCache {
-    /// A cache reading from `dir`, charging `budget` for what it keeps.
+    /// A cache reading from `dir`, charging `budget` for what it keeps, checking
+    /// files against Filecoin's published digests ([`ParamCache::with_digests`] to
+    /// choose otherwise).
     pub fn new(dir: PathBuf, opts: LoadOptions, budget: Arc<Ledger>) -> Self {
         ParamCache {
             dir,
@@ -67,7 +78,20 @@ impl ParamCache {
             loading: Mutex::new(()),
             on_evict: std::sync::OnceLock::new(),
             on_load: std::sync::OnceLock::new(),
+            digests: Arc::new(DigestChecker::filecoin(true)),
         }
+    }
+
+    /// The same cache checking files with `digests` (`[srs] check_digests`; tests
+    /// register files of their own).
+    pub fn with_digests(mut self, digests: Arc<DigestChecker>) -> Self {
+        self.digests = digests;
+        self
+    }
+
+    /// What checks the files' digests, and what it found for each file.
+    pub fn digests(&self) -> &Arc<DigestChecker> {
+        &self.digests
     }
 
     /// Sets the hook run after each load (once; later calls are ignored). It runs on
@@ -202,12 +226,14 @@ impl ParamCache {
         }
         let t = Instant::now();
         let path = ipp_srs_file(&self.dir);
+        let checked = self.digests.check(&path).map_err(StageError::failed)?;
         // Reserved before anything is read (the sizes come from the file's headers):
         // what the SRS keeps, and the compact copy that exists while it loads.
         let (kept, transient) = ipp_srs_load_bytes(&path).map_err(StageError::failed)?;
         let reservation = self.reserve_room(kept)?;
         let loading = self.reserve_room(transient)?;
         let srs = load_ipp_srs(&path).map_err(StageError::failed)?;
+        self.digests.unchanged(&path, &checked).map_err(StageError::failed)?;
         drop(loading);
         let bytes = ipp_srs_bytes(&srs);
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes, "inner-product SRS loaded");
@@ -253,7 +279,7 @@ impl ParamCache {
     /// it), invalid, or larger than the whole host budget.
     pub fn get(&self, proof: impl Into<CircuitId>) -> Result<Arc<ProvingKey>, StageError> {
         let proof = proof.into();
-        let (path, _) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
+        let (path, vk) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
         if let Some(k) = self.hit(&path) {
             return Ok(k);
         }
@@ -280,9 +306,16 @@ impl ParamCache {
                 )))
             }
         };
+        // The digests before anything is reserved or read: the `.params` proved with
+        // and self-verified against, and the `.vk` filecoin-proofs' verifiers read.
+        let checked = self.digests.check(&path).map_err(StageError::failed)?;
+        if vk.exists() {
+            self.digests.check(&vk).map_err(StageError::failed)?;
+        }
         let reservation = self.reserve_room(bytes)?;
         let t = Instant::now();
         let key = Arc::new(ProvingKey::load(&path, self.opts).map_err(StageError::failed)?);
+        self.digests.unchanged(&path, &checked).map_err(StageError::failed)?;
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes = key.heap_bytes(), "parameters loaded");
         let resident = Resident {
             proof,
@@ -355,6 +388,8 @@ mod tests {
         let key = cuzk_srs::generate_random(SyntheticCircuit::new(spec, 0).unwrap(), &mut rng).unwrap();
         let (path, _) = parameter_files(dir, proof).unwrap();
         key.write(&path).unwrap();
+        // Test parameters under Filecoin's names.
+        cuzk_filecoin::digest::mark_generated(&path).unwrap();
         std::fs::metadata(&path).unwrap().len()
     }
 
@@ -407,6 +442,84 @@ mod tests {
         // Missing: the error names the file.
         let e = cache.get(RegisteredSealProof::StackedDrg512MiBV1_1).unwrap_err().to_string();
         assert!(e.contains("not found") && e.contains(".params"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Parameters, their verifying key and the SRS are loaded only when their digest
+    /// is the one the manifest publishes; a substituted file (valid, loads without
+    /// the check) is refused with an error naming it; unknown files load unchecked.
+    #[test]
+    fn files_are_checked_against_the_published_digests() {
+        use cuzk_filecoin::{digest::file_digest, DigestStatus, Manifest};
+        let dir = std::env::temp_dir().join(format!("cuzk-params-digest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = RegisteredSealProof::StackedDrg2KiBV1_1;
+        let (params, vk) = parameter_files(&dir, p).unwrap();
+        let name = |f: &std::path::Path| f.file_name().unwrap().to_str().unwrap().to_string();
+        let published = |f: &std::path::Path| file_digest(f).unwrap()[..32].to_string();
+        write_key(&dir, p, 300);
+        std::fs::write(&vk, b"the published verifying key").unwrap();
+        let srs = ipp_srs_file(&dir);
+        cuzk_filecoin::write_fake_ipp_srs(&srs, 4, 1).unwrap();
+        let mut m = Manifest::new();
+        for f in [&params, &vk, &srs] {
+            m.insert(name(f), published(f));
+        }
+        let cache_with = |m: &Manifest| {
+            ParamCache::new(dir.clone(), LoadOptions::default(), Ledger::new("host", 1 << 30))
+                .with_digests(Arc::new(DigestChecker::with_manifest(m.clone(), true)))
+        };
+        let cache = cache_with(&m);
+        cache.get(p).unwrap();
+        cache.ipp_srs().unwrap();
+        let mut seen = cache.digests().outcomes();
+        seen.sort();
+        let mut want = vec![
+            (params.clone(), DigestStatus::Checked),
+            (vk.clone(), DigestStatus::Checked),
+            (srs.clone(), DigestStatus::Checked),
+        ];
+        want.sort();
+        assert_eq!(seen, want);
+
+        // Other parameters of the same circuit under the same name: a valid file that
+        // loads, but not the published one.
+        let spec = SyntheticSpec { constraints: 300, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        let other = cuzk_srs::generate_random(SyntheticCircuit::new(spec, 0).unwrap(), &mut rng).unwrap();
+        other.write(&params).unwrap();
+        let e = cache_with(&m).get(p).unwrap_err().to_string();
+        assert!(e.contains("digest mismatch") && e.contains(&name(&params)), "{e}");
+        assert!(e.contains(m.expected(&name(&params)).unwrap()) && e.contains(&published(&params)), "{e}");
+        // The unchecked cache loads it: the check is what refused it.
+        let unchecked = ParamCache::new(dir.clone(), LoadOptions::default(), Ledger::new("host", 1 << 30))
+            .with_digests(Arc::new(DigestChecker::with_manifest(m.clone(), false)));
+        unchecked.get(p).unwrap();
+        m.insert(name(&params), published(&params));
+
+        // A wrong verifying key beside good parameters: refused too.
+        std::fs::write(&vk, b"another verifying key").unwrap();
+        let e = cache_with(&m).get(p).unwrap_err().to_string();
+        assert!(e.contains("digest mismatch") && e.contains(&name(&vk)), "{e}");
+        std::fs::write(&vk, b"the published verifying key").unwrap();
+
+        // Another SRS under the SRS's name (copied there: not marked as generated).
+        let other_srs = dir.join("other.srs");
+        cuzk_filecoin::write_fake_ipp_srs(&other_srs, 4, 2).unwrap();
+        std::fs::copy(&other_srs, &srs).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&srs).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000)).unwrap();
+        drop(f);
+        let e = cache_with(&m).ipp_srs().unwrap_err().to_string();
+        assert!(e.contains("digest mismatch") && e.contains(cuzk_filecoin::IPP_SRS_FILE), "{e}");
+        unchecked.ipp_srs().unwrap();
+
+        // Test parameters (names not in the manifest): loaded, reported unknown.
+        let cache = cache_with(&Manifest::new());
+        cache.get(p).unwrap();
+        assert!(cache.digests().outcomes().iter().all(|(_, s)| *s == DigestStatus::Unknown));
+        assert_eq!(cache.digests().hashed(), 0);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
