@@ -160,6 +160,13 @@ pub struct DaemonConfig {
     pub http2_keepalive_timeout_secs: u64,
     /// Concurrent requests (HTTP/2 streams) per connection.
     pub max_concurrent_streams: u32,
+    /// SubmitProof / Prove request bodies (a C1 or vanilla proofs, up to
+    /// `max_message_bytes` each) received at once across all connections; more wait
+    /// their turn, held back by HTTP/2 flow control. Other calls never wait for it.
+    pub max_concurrent_uploads: usize,
+    /// Such a body must have fully arrived this long after its turn came, or the call
+    /// fails with DEADLINE_EXCEEDED and its slot goes to the next. 0 = no deadline.
+    pub upload_timeout_secs: u64,
     /// The systemd watchdog (`WatchdogSec=`) is fed only while the engine answers and
     /// no stage has held one item longer than this: a wedged daemon is restarted.
     /// Above the longest legitimate item (recording a 64GiB circuit takes minutes).
@@ -192,6 +199,8 @@ impl Default for DaemonConfig {
             http2_keepalive_interval_secs: 30,
             http2_keepalive_timeout_secs: 20,
             max_concurrent_streams: 64,
+            max_concurrent_uploads: 16,
+            upload_timeout_secs: 300,
             stall_timeout_secs: 1800,
         }
     }
@@ -280,6 +289,8 @@ impl Config {
             .map_err(|e| err(e.to_string()))?;
         // `[srs] subgroup_checks` governs every load, the daemon's parameter cache too.
         engine.ingest.subgroup_checks |= srs.subgroup_checks;
+        // `[srs] check_digests = false` turns the digest checks off there too.
+        engine.ingest.check_digests &= srs.check_digests;
         Ok(Config { engine, log, srs, bench, daemon })
     }
 
@@ -289,8 +300,6 @@ impl Config {
     /// [`ConfigError`] if unreadable or invalid.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
-        // `[srs] check_digests = false` turns the digest checks off there too.
-        engine.ingest.check_digests &= srs.check_digests;
             .map_err(|e| ConfigError { path: path.display().to_string(), msg: e.to_string() })?;
         Self::parse(&text, &path.display().to_string())
     }
@@ -331,6 +340,13 @@ mod tests {
     }
 
     #[test]
+    fn check_digests_is_on_by_default_and_reaches_the_parameter_cache() {
+        assert!(Config::parse("", "t").unwrap().engine.ingest.check_digests);
+        let c = Config::parse("[srs]\ncheck_digests = false\n", "t").unwrap();
+        assert!(!c.srs.check_digests && !c.engine.ingest.check_digests);
+    }
+
+    #[test]
     fn errors_name_the_problem() {
         let e = Config::parse("[nonsense]\nx = 1\n", "t").unwrap_err().to_string();
         assert!(e.contains("unknown section [nonsense]"), "{e}");
@@ -339,13 +355,6 @@ mod tests {
         let e = Config::parse("[budget]\nhost_memory = -1\n", "t").unwrap_err().to_string();
         assert!(e.contains("negative"), "{e}");
         let e = Config::parse("[synthesize\n", "t").unwrap_err().to_string();
-    #[test]
-    fn check_digests_is_on_by_default_and_reaches_the_parameter_cache() {
-        assert!(Config::parse("", "t").unwrap().engine.ingest.check_digests);
-        let c = Config::parse("[srs]\ncheck_digests = false\n", "t").unwrap();
-        assert!(!c.srs.check_digests && !c.engine.ingest.check_digests);
-    }
-
         assert!(e.starts_with("t: "), "{e}");
     }
 }

@@ -12,6 +12,7 @@ pub mod listener;
 mod notify;
 mod results;
 mod service;
+mod upload;
 
 use std::{
     net::SocketAddr,
@@ -285,6 +286,7 @@ impl Daemon {
         let (keepalive, keepalive_timeout) =
             (secs(cfg.http2_keepalive_interval_secs), secs(cfg.http2_keepalive_timeout_secs));
         let max_streams = cfg.max_concurrent_streams;
+        let uploads = upload::UploadLayer::new(cfg.max_concurrent_uploads, secs(cfg.upload_timeout_secs));
         let engine2 = engine.clone();
         let handle = rt.handle().clone();
         let health = notify::Health {
@@ -336,6 +338,7 @@ impl Daemon {
                     }
                     let server = builder
                         .layer(listener::TrackLayer)
+                        .layer(uploads)
                         .add_service(InterceptedService::new(
                             proto::proving_engine_server::ProvingEngineServer::from_arc(svc)
                                 .max_decoding_message_size(max)
@@ -459,6 +462,9 @@ fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
     }
     if cfg.max_concurrent_streams == 0 {
         return Err("max_concurrent_streams must be at least 1".into());
+    }
+    if cfg.max_concurrent_uploads == 0 {
+        return Err("max_concurrent_uploads must be at least 1".into());
     }
     for (key, v) in [
         ("handshake_timeout_secs", cfg.handshake_timeout_secs),
