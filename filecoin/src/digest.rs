@@ -349,7 +349,15 @@ impl DigestChecker {
             return Ok(FileCheck { status: DigestStatus::Unknown, stamp: None });
         };
         let io = |source| DigestError::Io { path: path.to_path_buf(), source };
-        let stamp = Stamp::of(path).map_err(io)?;
+        let stamp = match Stamp::of(path) {
+            Ok(s) => s,
+            // A missing file is the loader's to report, with how to get it; nothing
+            // is read from it, so nothing is used unchecked.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(FileCheck { status: DigestStatus::Unknown, stamp: None })
+            }
+            Err(e) => return Err(io(e)),
+        };
         let record = match self.remembered(path, stamp) {
             Some(r) => r,
             None => self.hash(path, stamp)?,
@@ -387,7 +395,15 @@ impl DigestChecker {
     /// # Errors
     /// [`DigestError::Changed`] when it is not; [`DigestError::Io`] when it is gone.
     pub fn unchanged(&self, path: &Path, check: &FileCheck) -> Result<(), DigestError> {
-        let Some(was) = check.stamp else { return Ok(()) };
+        let Some(was) = check.stamp else {
+            // A published file that was missing at its check and is there now was
+            // loaded unchecked: refused.
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if self.enabled && self.manifest.expected(name).is_some() && path.exists() {
+                return Err(DigestError::Changed { path: path.to_path_buf() });
+            }
+            return Ok(());
+        };
         let now = Stamp::of(path).map_err(|source| DigestError::Io { path: path.to_path_buf(), source })?;
         if now != was {
             lock(&self.memo).remove(path);
@@ -494,6 +510,23 @@ mod tests {
         assert!(m.expected(&name(&vk)).is_some());
         assert!(m.expected(crate::IPP_SRS_FILE).is_some(), "the SnarkPack SRS");
         assert!(m.len() > 40, "{} entries", m.len());
+    }
+
+    /// A published file that is missing is left to its loader (which says how to get
+    /// it); if it appears before the load, the load is refused as unchecked.
+    #[test]
+    fn a_missing_file_is_the_loaders_to_report_and_one_that_appears_is_refused() {
+        let d = Dir::new("missing");
+        let (path, m) = published(&d.0, "v28-missing.params", 1000);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let c = DigestChecker::with_manifest(m, true);
+        let missing = c.check(&path).unwrap();
+        assert_eq!(missing.status, DigestStatus::Unknown);
+        c.unchanged(&path, &missing).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        assert!(matches!(c.unchanged(&path, &missing), Err(DigestError::Changed { .. })));
+        assert_eq!(c.check(&path).unwrap().status, DigestStatus::Checked);
     }
 
     #[test]
