@@ -271,6 +271,7 @@ mod tests {
             failed: 0,
             cancelled: 0,
             panics: 0,
+            abandoned: 0,
             restarts: 0,
             busy,
             blocked,

@@ -204,13 +204,16 @@ fn rss() -> Option<u64> {
 pub fn render(snap: &EngineSnapshot) -> String {
     let mut o = String::with_capacity(8 << 10);
     type Get = fn(&crate::actors::StageSnapshot) -> f64;
-    let stage_metrics: [(&str, &str, &str, Get); 20] = [
+    let stage_metrics: [(&str, &str, &str, Get); 21] = [
         ("cuzk_stage_received_total", "counter", "Items taken from the stage's mailbox.", |s| s.received as f64),
         ("cuzk_stage_completed_total", "counter", "Items processed successfully.", |s| s.completed as f64),
         ("cuzk_stage_emitted_total", "counter", "Items sent downstream.", |s| s.emitted as f64),
         ("cuzk_stage_failed_total", "counter", "Items whose processing failed.", |s| s.failed as f64),
         ("cuzk_stage_cancelled_total", "counter", "Items dropped because their job had ended.", |s| s.cancelled as f64),
         ("cuzk_stage_panics_total", "counter", "Panics caught in the stage's code.", |s| s.panics as f64),
+        ("cuzk_stage_abandoned_total", "counter", "Items given up because their device call hung.", |s| {
+            s.abandoned as f64
+        }),
         ("cuzk_stage_restarts_total", "counter", "Actor restarts by the supervisor.", |s| s.restarts as f64),
         ("cuzk_stage_busy_seconds_total", "counter", "Processing time summed over workers, less blocked time.", |s| {
             s.busy.as_secs_f64()

@@ -176,6 +176,11 @@ fn submit_await_cancel_status_metrics() {
         assert_eq!(s.loaded_srs[0].circuit_id, "porep-2k");
         // The CPU backend has no devices to report health for.
         assert!(s.devices.is_empty(), "{:?}", s.devices);
+        // The parameters read, with their digest check: the test cache holds test
+        // parameters generated under Filecoin's names.
+        let params: Vec<_> = s.parameter_files.iter().filter(|p| p.path.ends_with(".params")).collect();
+        assert!(!params.is_empty(), "{:?}", s.parameter_files);
+        assert!(params.iter().all(|p| p.digest_status == "test"), "{:?}", s.parameter_files);
         let pre = c.preload_srs(PreloadSrsRequest { circuit_id: "porep-2k".into() }).await.unwrap().into_inner();
         assert!(pre.already_loaded);
         // Idle now: eviction returns the file's bytes to the budget.

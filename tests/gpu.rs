@@ -28,6 +28,36 @@ fn cpu_engine() -> Engine {
     Engine::start(cfg).unwrap()
 }
 
+/// Jobs of three small partitions each, by seed, and the check of a GPU job's
+/// proofs: the CPU backend's bytes, and they verify.
+struct Stream {
+    spec: cuzk::SyntheticSpec,
+    srs: std::sync::Arc<cuzk::ProvingKey>,
+}
+
+impl Stream {
+    fn new() -> Self {
+        let spec = spec(1 << 12, 2, 1.0, 0.5);
+        Stream { spec, srs: params(spec) }
+    }
+
+    fn circuits(&self, seed: u64) -> Vec<SyntheticCircuit> {
+        (0..3).map(|i| SyntheticCircuit::new(self.spec, seed + i).unwrap()).collect()
+    }
+
+    fn job(&self, seed: u64) -> JobSpec {
+        JobSpec::circuits(self.srs.clone(), self.circuits(seed)).with_randomness(randomness(3, seed))
+    }
+
+    fn check(&self, cpu: &Engine, seed: u64, out: cuzk::JobOutput) {
+        let want = prove_circuits(cpu, self.srs.clone(), self.circuits(seed), Some(randomness(3, seed))).unwrap();
+        for (i, c) in self.circuits(seed).into_iter().enumerate() {
+            assert_eq!(bytes(&out.proofs[i]), bytes(&want.proofs[i]), "job {seed} partition {i}: GPU vs CPU backend");
+            assert!(verifies(&self.srs, &out.proofs[i], &c.public_inputs()), "job {seed} partition {i}");
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn gpu_proofs_match_cpu_and_bellperson() {
@@ -148,6 +178,49 @@ fn gpu_ni_porep_2kib_aggregates_and_verifies() {
     gpu.shutdown();
 }
 
+/// A device call that never returns (partition 1 of the second of three jobs;
+/// simulated, `FaultKind::DeviceHang`, with `device_timeout_secs = 2`): the device
+/// is found hung and retired, that job fails naming it, the others' proofs are the
+/// CPU backend's and verify (on another device, or the CPU when it was the only
+/// one), the stage counts one partition given up, and shutdown returns although the
+/// stuck call has not.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn gpu_hung_device_is_retired_and_the_other_jobs_complete() {
+    use cuzk::{
+        actors::{Fault, FaultKind},
+        gpu::DeviceHealth,
+        StageName,
+    };
+    let mut cfg = small_config();
+    cfg.backend.kind = BackendKind::Gpu;
+    cfg.backend.device_timeout_secs = 2;
+    let gpu = Engine::start(cfg).unwrap_or_else(|e| panic!("no usable GPU: {e}"));
+    let cpu = cpu_engine();
+    let stream = Stream::new();
+    let (job, check) = (|seed| stream.job(seed), |seed, out| stream.check(&cpu, seed, out));
+    check(100, gpu.submit_blocking(job(100)).unwrap().wait_blocking().unwrap());
+    let fault = Fault { stage: StageName::ProveGpu, partition: Some(1), kind: FaultKind::DeviceHang };
+    let hung = gpu.submit_blocking(job(200).with_fault(fault)).unwrap();
+    let other = gpu.submit_blocking(job(300)).unwrap();
+    let err = hung.wait_blocking().expect_err("the hung partition's job fails").to_string();
+    assert!(err.contains("hung") && err.contains("device_timeout_secs"), "{err}");
+    check(300, other.wait_blocking().unwrap_or_else(|e| panic!("job 300 failed: {e}")));
+    let snap = gpu.snapshot_blocking();
+    eprintln!("devices after the hang: {:?}", snap.devices);
+    let retired: Vec<_> = snap.devices.iter().filter(|d| d.health == DeviceHealth::Retired).collect();
+    assert_eq!(retired.len(), 1, "{:?}", snap.devices);
+    assert!(retired[0].retired_reason.as_deref().unwrap_or_default().contains("hung"));
+    let prove = snap.stages.iter().find(|s| s.stage == StageName::ProveGpu).unwrap();
+    assert_eq!(prove.abandoned, 1);
+    assert!(cuzk::metrics::render(&snap).contains("cuzk_stage_abandoned_total{stage=\"prove_gpu\"} 1"));
+    check(400, gpu.submit_blocking(job(400)).unwrap().wait_blocking().unwrap());
+    let t = std::time::Instant::now();
+    gpu.shutdown();
+    eprintln!("shutdown with a stuck call took {:?}", t.elapsed());
+    cpu.shutdown();
+}
+
 /// A sticky CUDA error in the middle of a stream (partition 1 of the second of three
 /// jobs; simulated, `FaultKind::DeviceError`): the device is retired, the partition
 /// runs again elsewhere (another device, or the CPU when it was the only one), every
@@ -163,17 +236,8 @@ fn gpu_sticky_error_retires_the_device_and_jobs_complete() {
     };
     let Some(gpu) = gpu_engine() else { return };
     let cpu = cpu_engine();
-    let spec = spec(1 << 12, 2, 1.0, 0.5);
-    let srs = params(spec);
-    let circuits = |seed: u64| (0..3).map(|i| SyntheticCircuit::new(spec, seed + i).unwrap()).collect::<Vec<_>>();
-    let job = |seed: u64| JobSpec::circuits(srs.clone(), circuits(seed)).with_randomness(randomness(3, seed));
-    let check = |seed: u64, out: cuzk::JobOutput| {
-        let want = prove_circuits(&cpu, srs.clone(), circuits(seed), Some(randomness(3, seed))).unwrap();
-        for (i, c) in circuits(seed).into_iter().enumerate() {
-            assert_eq!(bytes(&out.proofs[i]), bytes(&want.proofs[i]), "job {seed} partition {i}: GPU vs CPU backend");
-            assert!(verifies(&srs, &out.proofs[i], &c.public_inputs()), "job {seed} partition {i}");
-        }
-    };
+    let stream = Stream::new();
+    let (job, check) = (|seed| stream.job(seed), |seed, out| stream.check(&cpu, seed, out));
     let fault = Fault { stage: StageName::ProveGpu, partition: Some(1), kind: FaultKind::DeviceError };
     let handles = [
         (100, gpu.submit_blocking(job(100)).unwrap()),

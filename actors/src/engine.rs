@@ -378,13 +378,44 @@ impl Engine {
         for s in &self.inner.stages {
             s.close();
         }
+        // A stage thread ends once its items do. One stuck in a device call that
+        // hung never does: shutdown does not wait for it.
+        let abandoned: u64 = self.inner.stages.iter().map(|s| s.metrics().snapshot().abandoned).sum();
+        let wait = if abandoned > 0 { STUCK_JOIN_WAIT } else { JOIN_WAIT };
+        let deadline = Instant::now() + wait;
         r.system.stop();
-        let _ = r.thread.join();
+        join_until("cuzk-engine", deadline, move || drop(r.thread.join()));
         for a in r.arbiters {
             a.stop();
-            let _ = a.join();
+            join_until("a stage arbiter", deadline, move || drop(a.join()));
         }
         info!("engine stopped");
+    }
+}
+
+/// How long shutdown waits for the engine's threads: the items they run end
+/// first (a 64GiB synthesis takes minutes), but not forever.
+const JOIN_WAIT: Duration = Duration::from_secs(600);
+/// The same after an item was given up in a hung device call: its thread never
+/// ends.
+const STUCK_JOIN_WAIT: Duration = Duration::from_secs(5);
+
+/// Runs `join` (a thread's join) until it returns or `deadline` passes; then the
+/// thread is left behind, said at error.
+fn join_until(what: &str, deadline: Instant, join: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let joiner = std::thread::Builder::new().name("cuzk-join".into()).spawn(move || {
+        join();
+        let _ = tx.send(());
+    });
+    if joiner.is_err() {
+        return;
+    }
+    if rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_err() {
+        tracing::error!(
+            thread = what,
+            "engine thread still running at shutdown (stuck in a device call?): left behind"
+        );
     }
 }
 

@@ -28,6 +28,7 @@ pub struct StageMetrics {
     pub(crate) failed: AtomicU64,
     pub(crate) cancelled: AtomicU64,
     pub(crate) panics: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
     pub(crate) restarts: AtomicU64,
     pub(crate) busy_ns: AtomicU64,
     pub(crate) blocked_ns: AtomicU64,
@@ -62,6 +63,7 @@ impl StageMetrics {
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             panics: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
             restarts: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
             blocked_ns: AtomicU64::new(0),
@@ -130,6 +132,7 @@ impl StageMetrics {
             failed: self.failed.load(Relaxed),
             cancelled: self.cancelled.load(Relaxed),
             panics: self.panics.load(Relaxed),
+            abandoned: self.abandoned.load(Relaxed),
             restarts: self.restarts.load(Relaxed),
             busy: ns(&self.busy_ns),
             blocked: ns(&self.blocked_ns),
@@ -165,6 +168,9 @@ pub struct StageSnapshot {
     /// Items dropped because their job was cancelled or had already failed.
     pub cancelled: u64,
     pub panics: u64,
+    /// Items given up because the device call they were in hung (their threads
+    /// stay stuck; the device is retired).
+    pub abandoned: u64,
     pub restarts: u64,
     /// Sum of processing time over all workers, less `blocked`.
     pub busy: Duration,

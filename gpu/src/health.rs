@@ -25,7 +25,10 @@ use std::{
     time::Duration,
 };
 
-use crate::{DeviceStats, GpuError};
+use crate::{
+    watchdog::{CallGuard, DeviceWatch},
+    DeviceStats, GpuError,
+};
 
 /// What a failed CUDA call means for its device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +95,8 @@ impl GpuError {
 pub enum DeviceHealth {
     #[default]
     Healthy,
-    /// Retired after a sticky CUDA error, for the rest of the process.
+    /// Retired after a sticky CUDA error or a device call that never returned
+    /// (`watchdog.rs`), for the rest of the process.
     Retired,
 }
 
@@ -118,6 +122,9 @@ struct Slot<T> {
 /// partition running on it, ~1.8 s at 32GiB) goes to the deadline partition.
 pub(crate) struct Devices<T> {
     slots: Vec<Slot<T>>,
+    /// Each device's call in progress (a device is held for one), against the
+    /// device timeout.
+    watch: std::sync::Arc<DeviceWatch>,
     next: AtomicUsize,
     /// Urgent callers waiting in `acquire`, and the signal of a device freed.
     urgent: Mutex<usize>,
@@ -125,8 +132,10 @@ pub(crate) struct Devices<T> {
 }
 
 /// A device's state, held; dropping it wakes the callers waiting for a device.
+/// While held, the device is in a call the watchdog times.
 pub(crate) struct DeviceGuard<'a, T> {
     guard: Option<MutexGuard<'a, T>>,
+    _call: CallGuard<'a>,
     freed: &'a Condvar,
 }
 
@@ -166,9 +175,28 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<T> Devices<T> {
+    /// Devices without a call time limit.
+    #[cfg(test)]
     pub(crate) fn new(states: impl IntoIterator<Item = T>) -> Self {
-        let slots = states.into_iter().map(|s| Slot { state: Mutex::new(s), retired: OnceLock::new() }).collect();
-        Devices { slots, next: AtomicUsize::new(0), urgent: Mutex::new(0), freed: Condvar::new() }
+        Self::watched(states, None)
+    }
+
+    /// Devices whose calls may take up to `limit` each before the device is
+    /// found hung ([`Devices::watch`] says which are).
+    pub(crate) fn watched(states: impl IntoIterator<Item = T>, limit: Option<Duration>) -> Self {
+        let slots: Vec<Slot<T>> =
+            states.into_iter().map(|s| Slot { state: Mutex::new(s), retired: OnceLock::new() }).collect();
+        let watch = std::sync::Arc::new(DeviceWatch::new(slots.len(), limit));
+        Devices { slots, watch, next: AtomicUsize::new(0), urgent: Mutex::new(0), freed: Condvar::new() }
+    }
+
+    /// The watch over the devices' calls.
+    pub(crate) fn watch(&self) -> &std::sync::Arc<DeviceWatch> {
+        &self.watch
+    }
+
+    fn held<'a>(&'a self, i: usize, g: MutexGuard<'a, T>) -> DeviceGuard<'a, T> {
+        DeviceGuard { guard: Some(g), _call: self.watch.begin(i), freed: &self.freed }
     }
 
     pub(crate) fn health(&self, i: usize) -> DeviceHealth {
@@ -204,13 +232,13 @@ impl<T> Devices<T> {
     }
 
     /// Device `i`'s state if it is healthy and free now.
-    pub(crate) fn try_lock_healthy(&self, i: usize) -> Option<MutexGuard<'_, T>> {
+    pub(crate) fn try_lock_healthy(&self, i: usize) -> Option<DeviceGuard<'_, T>> {
         let g = match self.slots[i].state.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        (self.health(i) == DeviceHealth::Healthy).then_some(g)
+        (self.health(i) == DeviceHealth::Healthy).then(|| self.held(i, g))
     }
 
     /// Device `i`'s state, waiting for it, whatever its health (statistics, drop).
@@ -229,7 +257,6 @@ impl<T> Devices<T> {
             *lock(&self.urgent) += 1;
             UrgentWaiting(&self.urgent, &self.freed)
         });
-        let guard = |g| DeviceGuard { guard: Some(g), freed: &self.freed };
         loop {
             let healthy = self.healthy();
             if healthy.is_empty() {
@@ -241,13 +268,13 @@ impl<T> Devices<T> {
                 drop(waiting);
                 let prefer = prefer.filter(|p| healthy.contains(p));
                 if let Some(g) = prefer.and_then(|p| self.try_lock_healthy(p)) {
-                    return Some((prefer.unwrap_or_default(), guard(g)));
+                    return Some((prefer.unwrap_or_default(), g));
                 }
                 let start = self.next.fetch_add(1, Ordering::Relaxed);
                 for k in 0..healthy.len() {
                     let i = healthy[(start + k) % healthy.len()];
                     if let Some(g) = self.try_lock_healthy(i) {
-                        return Some((i, guard(g)));
+                        return Some((i, g));
                     }
                 }
                 // Freed devices signal; a guard taken by `try_lock_healthy`
@@ -306,6 +333,11 @@ pub enum InjectedFault {
     /// device's CUDA context stays unusable for the rest of the process (other
     /// backends in it lose the device too): use it only in a process of its own.
     IllegalAddress,
+    /// A device call that does not return, simulated: the execution holds the
+    /// device, touching nothing, until the watchdog finds it hung (and a while
+    /// after: a hung call that returns late), then fails. Without a device
+    /// timeout it never ends.
+    Hang,
 }
 
 thread_local! {
@@ -438,6 +470,45 @@ mod tests {
         bulk.join().unwrap();
         urgent.join().unwrap();
         assert_eq!(*order.lock().unwrap(), ["urgent", "bulk"]);
+    }
+
+    /// A partition stuck in a device call past the limit: the watch reports the
+    /// device (with the stuck caller's signal fired), and once retired it is passed
+    /// over although its lock is still held.
+    #[test]
+    fn a_device_found_hung_is_retired_and_passed_over_while_its_call_is_stuck() {
+        let devs = Arc::new(Devices::watched([0u32, 0], Some(Duration::from_millis(30))));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (told, heard) = std::sync::mpsc::channel();
+        let d = devs.clone();
+        let stuck = std::thread::spawn(move || {
+            crate::watchdog::on_hang(
+                move |r| told.send(r).unwrap(),
+                || {
+                    let (dev, _g) = d.acquire(Some(0), false).unwrap();
+                    assert_eq!(dev, 0);
+                    released.recv().unwrap();
+                },
+            )
+        });
+        let hung = loop {
+            let found = devs.watch().check();
+            if let Some(h) = found.into_iter().next() {
+                break h;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(hung.device, 0);
+        assert_eq!(heard.recv().unwrap(), hung.reason, "the stuck caller is told why");
+        assert!(devs.retire(hung.device, hung.reason.clone()));
+        for _ in 0..4 {
+            assert_eq!(devs.acquire(None, false).map(|(i, _)| i), Some(1));
+        }
+        devs.retire(1, "x".into());
+        assert!(devs.acquire(None, true).is_none(), "no device left: the CPU");
+        release.send(()).unwrap();
+        stuck.join().unwrap();
+        assert!(devs.retired_reason(0).unwrap().contains("hung"));
     }
 
     #[test]

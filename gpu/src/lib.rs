@@ -28,6 +28,7 @@ pub mod sizing;
 mod split;
 #[cfg(any(cuzk_cuda, test))]
 mod staging;
+pub mod watchdog;
 
 pub use backend::{
     Backend, DeviceStats, Evals, HostCharge, HostPartition, MsmResults, OpTimings, Staged, UploadedPartition,

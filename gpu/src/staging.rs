@@ -23,6 +23,10 @@
 //! buffer a new generation from one counter: a lease whose buffer is gone or whose
 //! generation no longer matches has lost its buffer, and does nothing when dropped;
 //! the highest generation among staged buffers is the most recently staged.
+//!
+//! A device found hung ([`Staging::lose`]) is never synchronized or freed again:
+//! its buffers stay as they are (a wait on its copies would never end), and the
+//! partitions staged there run elsewhere from their host copies.
 
 use std::{
     sync::{
@@ -80,6 +84,8 @@ struct Buffer<B> {
 
 struct Inner<B> {
     devices: Vec<Vec<Buffer<B>>>,
+    /// Devices found hung: their buffers are left alone.
+    lost: Vec<bool>,
     next_id: u64,
 }
 
@@ -157,6 +163,9 @@ impl<B: DeviceBuffer> std::fmt::Debug for Lease<B> {
 impl<B: DeviceBuffer> Drop for Lease<B> {
     fn drop(&mut self) {
         let mut inner = lock(&self.staging.inner);
+        if inner.lost[self.device] {
+            return;
+        }
         if let Some(b) = inner.devices[self.device].iter_mut().find(|b| b.id == self.id) {
             if b.generation == self.generation && b.state == State::Staged {
                 // On a retired device this fails; its memory goes with the context.
@@ -208,11 +217,22 @@ impl<B: DeviceBuffer> Staging<B> {
 
     pub(crate) fn new(devices: usize, per_device: usize) -> Arc<Self> {
         Arc::new(Staging {
-            inner: Mutex::new(Inner { devices: (0..devices).map(|_| Vec::new()).collect(), next_id: 0 }),
+            inner: Mutex::new(Inner {
+                devices: (0..devices).map(|_| Vec::new()).collect(),
+                lost: vec![false; devices],
+                next_id: 0,
+            }),
             generations: AtomicU64::new(0),
             changed: Condvar::new(),
             per_device: per_device.max(1),
         })
+    }
+
+    /// Device `dev` was found hung: its buffers are never synchronized or freed
+    /// again (module docs).
+    pub(crate) fn lose(&self, dev: usize) {
+        lock(&self.inner).lost[dev] = true;
+        self.changed.notify_all();
     }
 
     /// Device bytes of device `dev`'s buffers.
@@ -406,6 +426,9 @@ impl<B: DeviceBuffer> Staging<B> {
     /// returns the bytes freed.
     pub(crate) fn trim(&self, dev: usize, keep: usize) -> u64 {
         let mut inner = lock(&self.inner);
+        if inner.lost[dev] {
+            return 0;
+        }
         let v = &mut inner.devices[dev];
         let mut freed = 0;
         while v.len() > keep {
@@ -474,6 +497,27 @@ mod tests {
         assert_eq!(s.bytes(0), 2 * device_staging_bytes(10), "no third buffer");
         drop((l2, l3));
         assert_eq!(states(&s, 0), [State::Free, State::Free], "dropped leases free their buffers");
+    }
+
+    /// A hung device's buffers are left alone: a staged partition dropped (it ran
+    /// elsewhere) neither waits on the device's copies nor frees its buffer, and a
+    /// trim frees nothing there.
+    #[test]
+    fn a_lost_device_is_never_synchronized_or_freed() {
+        let s = Staging::<Fake>::new(2, 2);
+        let lease = stage(&s, 10, false).unwrap();
+        let dev = lease.device;
+        let free = stage(&s, 10, false).unwrap();
+        let other = free.device;
+        drop(free);
+        s.lose(dev);
+        drop(lease);
+        assert!(states(&s, dev).contains(&State::Staged), "left as it was");
+        assert_eq!(s.trim(dev, 0), 0);
+        assert!(!states(&s, dev).is_empty());
+        if other != dev {
+            assert_eq!(s.trim(other, 0), device_staging_bytes(10), "other devices as before");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `cuzk status`: a running daemon's GetStatus, for a person at a terminal: jobs,
 //! devices, each listener with the connections it holds and what its bounds closed
-//! (docs/operators.md, "Liveness"), and the results directory; exits 1 when a
-//! listener is not accepting or results are not being stored.
+//! (docs/operators.md, "Liveness"), the results directory and the parameter files'
+//! digest checks; exits 1 when a listener is not accepting, results are not being
+//! stored or a parameter file is not the published one.
 
 use std::process::ExitCode;
 
@@ -87,5 +88,15 @@ pub fn run(a: StatusArgs) -> Result<ExitCode> {
             }
         );
     }
-    Ok(if all_up && store_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let mut params_ok = true;
+    for f in &s.parameter_files {
+        params_ok &= f.digest_status != "mismatch";
+        let note = match f.digest_status.as_str() {
+            "mismatch" => " (REFUSED: not Filecoin's published file; fetch it again)",
+            "test" => " (test parameters: proofs from them are not valid on chain)",
+            _ => "",
+        };
+        println!("parameters {} digest {}{note}", f.path, f.digest_status);
+    }
+    Ok(if all_up && store_ok && params_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -150,6 +150,11 @@ pub enum FaultKind {
     /// the device is retired and the partition runs again elsewhere, so the job
     /// still succeeds). The CPU backend ignores it.
     DeviceError,
+    /// ProveGpu only: the backend's execution holds its device without returning
+    /// (CUDA backend: simulated, until the device timeout finds it hung; the device
+    /// is retired and this partition given up, so the job fails naming the hung
+    /// device, and later partitions run elsewhere). The CPU backend ignores it.
+    DeviceHang,
 }
 
 /// A fault injected into one stage for one partition of a job.

@@ -27,10 +27,10 @@ impl Stage for ProveGpu {
         let (w, mut base) = item.take();
         let need_b_g2 = w.b_g2.is_none();
         let execute = || self.backend.execute(w.uploaded, base.job.srs(), need_b_g2);
-        let result = if base.job.fault_for(Self::NAME, base.partition) == Some(FaultKind::DeviceError) {
-            with_injected_fault(InjectedFault::Sticky, execute)
-        } else {
-            execute()
+        let result = match base.job.fault_for(Self::NAME, base.partition) {
+            Some(FaultKind::DeviceError) => with_injected_fault(InjectedFault::Sticky, execute),
+            Some(FaultKind::DeviceHang) => with_injected_fault(InjectedFault::Hang, execute),
+            _ => execute(),
         };
         let mut msm = result.map_err(StageError::failed)?;
         if let Some(b) = w.b_g2 {

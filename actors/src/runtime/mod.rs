@@ -475,26 +475,53 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
         // The timeline shows the backend operations this stage adds to the trace.
         let ops_before = if shared.timeline.is_enabled() { Some(item.trace.ops.clone()) } else { None };
         let work_span = span.clone();
-        let result = actix_rt::task::spawn_blocking(move || {
+        // A device call that the backend's watchdog finds hung says so here: the
+        // item is given up (below) while its thread stays stuck.
+        let (hung_tx, hung_rx) = tokio::sync::oneshot::channel::<String>();
+        let work = actix_rt::task::spawn_blocking(move || {
             let _e = work_span.enter();
             match fault {
                 Some(FaultKind::Panic) => panic!("fault injected in stage {}", S::NAME),
                 Some(FaultKind::Error) => return Err(StageError::msg(format!("fault injected in stage {}", S::NAME))),
                 Some(FaultKind::Delay(d)) => std::thread::sleep(d),
                 // Acted on by the stage itself (ProveGpu).
-                Some(FaultKind::DeviceError) | None => {}
+                Some(FaultKind::DeviceError | FaultKind::DeviceHang) | None => {}
             }
-            // Deadline work's parallel parts run in a pool bulk work never uses.
-            if class == Class::Urgent {
-                urgent_pool::install(|| stage.process(item))
-            } else {
-                stage.process(item)
+            let process = move || {
+                // Deadline work's parallel parts run in a pool bulk work never uses.
+                if class == Class::Urgent {
+                    urgent_pool::install(|| stage.process(item))
+                } else {
+                    stage.process(item)
+                }
+            };
+            cuzk_gpu::watchdog::on_hang(move |reason| drop(hung_tx.send(reason)), process)
+        });
+        let result = tokio::select! {
+            r = work => Ok(r),
+            Ok(reason) = hung_rx => {
+                // The stuck thread keeps the item and its reservation: memory a hung
+                // device may still read is never freed. It is dropped (and the
+                // reservation returned) if the call ever returns.
+                warn!(parent: &span, error = %reason, "device call hung: the partition is given up, its thread left behind");
+                m.abandoned.fetch_add(1, Relaxed);
+                Err(reason)
             }
-        })
-        .await;
+        };
         let elapsed = started.elapsed();
         StageMetrics::gauge_down(&m.in_flight);
         m.work_ended(token, Instant::now());
+        let result = match result {
+            Ok(r) => r,
+            Err(reason) => {
+                StageMetrics::add(&m.busy_ns, elapsed);
+                let e = StageError::msg(format!(
+                    "stuck in a device call: {reason}; the device is retired and this partition given up"
+                ));
+                fail(&shared, job, partition, e).await;
+                continue;
+            }
+        };
         // What the stage reported as blocked on backpressure (`WorkItem::blocked`) is
         // not work: counted apart from busy, and reset before the items move on.
         let mut result = result;

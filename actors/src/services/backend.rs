@@ -49,6 +49,10 @@ pub struct BackendConfig {
     /// Staging buffers per GPU that StagePcie uploads partitions into (at least 1):
     /// 2 uploads the next partition while one computes.
     pub device_buffers: usize,
+    /// How long one device call may take before its device is taken for hung:
+    /// the device is retired (later partitions run on another device or the CPU)
+    /// and the partition stuck in the call fails. 0 = never.
+    pub device_timeout_secs: u64,
 }
 
 impl Default for BackendConfig {
@@ -60,6 +64,7 @@ impl Default for BackendConfig {
             vram_margin: ByteSize(4 << 30),
             pinned_memory: ByteSize(16 << 30),
             device_buffers: 2,
+            device_timeout_secs: cuzk_gpu::cuda::DEFAULT_DEVICE_TIMEOUT_SECS,
         }
     }
 }
@@ -107,6 +112,7 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
         vram_margin: cfg.vram_margin.0,
         pinned_memory: cfg.pinned_memory.0,
         device_buffers: cfg.device_buffers,
+        device_timeout: (cfg.device_timeout_secs > 0).then(|| std::time::Duration::from_secs(cfg.device_timeout_secs)),
     };
     match CudaBackend::new(opts) {
         Ok(b) => {

@@ -6,7 +6,7 @@
 use std::{
     sync::{
         atomic::{AtomicU32, Ordering},
-        Mutex,
+        Arc, Mutex,
     },
     time::Instant,
 };
@@ -83,9 +83,19 @@ impl CudaBackend {
                 }
             })
             .ok();
+        let staging = Staging::new(devices.len(), opts.device_buffers);
+        let slots = Arc::new(Devices::watched(devices.iter().map(|_| DeviceState::default()), opts.device_timeout));
+        // The watch's thread holds the backend's parts weakly: it ends with them.
+        let (s, st, p) = (Arc::downgrade(&slots), Arc::downgrade(&staging), Arc::downgrade(&pinned));
+        let indices: Vec<usize> = devices.iter().map(|d| d.info.index).collect();
+        slots.watch().spawn(move |h| {
+            if let (Some(s), Some(st), Some(p)) = (s.upgrade(), st.upgrade(), p.upgrade()) {
+                CudaBackend::hung(&s, &st, &p, &indices, h);
+            }
+        });
         Ok(CudaBackend {
-            staging: Staging::new(devices.len(), opts.device_buffers),
-            slots: Devices::new(devices.iter().map(|_| DeviceState::default())),
+            staging,
+            slots,
             devices,
             opts,
             pinned,

@@ -176,6 +176,20 @@ impl CudaBackend {
             Some(InjectedFault::IllegalAddress) => {
                 cuda::illegal_address(index).map_err(cuda_err("execute (injected illegal address)", dev))?
             }
+            Some(InjectedFault::Hang) => {
+                let watch = self.slots.watch();
+                while !watch.is_hung(dev) {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                std::thread::sleep(watch.limit().unwrap_or_default());
+                return Err(GpuError::Cuda {
+                    op: "execute",
+                    device: dev,
+                    code: -1,
+                    msg: "a device call that hung returned late (simulated by the test hook)".into(),
+                    out_of_memory: false,
+                });
+            }
             None => {}
         }
         let lg = arr.lg;

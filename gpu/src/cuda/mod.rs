@@ -16,7 +16,9 @@
 //! frees the device's cached memory and retries the partition once with streamed
 //! parameters. A sticky error (the device's context is unusable) retires the device
 //! for the rest of the process and runs the partition again on another device, or on
-//! the CPU when none is left (`health.rs`).
+//! the CPU when none is left (`health.rs`). A device call that does not return
+//! within `device_timeout` retires its device the same way, and the partition stuck
+//! in it is given up (`watchdog.rs`).
 //!
 //! The backend also owns the pool of pinned host buffers (`pinned.rs`) that `upload`
 //! copies partitions into and that synthesis borrows a/b/c buffers from; at start it
@@ -67,7 +69,17 @@ pub struct CudaOptions {
     /// Staging buffers per device (at least 1): 2 uploads the next partition while
     /// one computes, when the VRAM budget has room for the second.
     pub device_buffers: usize,
+    /// How long one device call (a partition's execution, a parameter upload) may
+    /// take before the device is taken for hung and retired (`watchdog.rs`);
+    /// `None` = never.
+    pub device_timeout: Option<std::time::Duration>,
 }
+
+/// The default device timeout: far above the longest device call (a 64GiB
+/// partition holds the device ~4 s, uploading its 63 GiB of parameters from
+/// pageable memory some 10 s, and a partition retried after an out-of-memory
+/// failure with streamed parameters a few times that).
+pub const DEFAULT_DEVICE_TIMEOUT_SECS: u64 = 120;
 
 impl Default for CudaOptions {
     fn default() -> Self {
@@ -77,6 +89,7 @@ impl Default for CudaOptions {
             vram_margin: 4 << 30,
             pinned_memory: 16 << 30,
             device_buffers: 2,
+            device_timeout: Some(std::time::Duration::from_secs(DEFAULT_DEVICE_TIMEOUT_SECS)),
         }
     }
 }
@@ -118,7 +131,8 @@ pub(crate) type Lease = crate::staging::Lease<cuda::Stage>;
 #[cfg(cuzk_cuda)]
 pub struct CudaBackend {
     devices: Vec<Device>,
-    slots: Devices<DeviceState>,
+    /// Shared with the device watch's thread, which retires a hung device.
+    slots: Arc<Devices<DeviceState>>,
     opts: CudaOptions,
     pinned: Arc<PinnedPool>,
     /// Every device's staging buffers (`staging.rs`).
@@ -140,7 +154,14 @@ pub struct CudaBackend {
 impl Drop for CudaBackend {
     fn drop(&mut self) {
         if let Some(h) = self.warmup.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = h.join();
+            // A warm-up still running after a device was found hung is probably
+            // stuck on it: left behind rather than waited for forever.
+            let hung = (0..self.devices.len()).any(|i| self.slots.watch().is_hung(i));
+            if hung && !h.is_finished() {
+                tracing::warn!("the GPU warm-up has not ended (a device is hung); not waiting for it");
+            } else {
+                let _ = h.join();
+            }
         }
     }
 }

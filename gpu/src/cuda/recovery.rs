@@ -11,8 +11,13 @@ use tracing::{error, warn};
 
 use super::{device::DeviceState, execute::Arrays, CudaBackend, Lease};
 use crate::{
-    cpu::CpuBackend, ffi::cuda, pinned::PinnedPartition, Backend, ErrorClass, Evals, GpuError, HostPartition,
-    InjectedFault, MsmResults, MsmScalars,
+    cpu::CpuBackend,
+    ffi::cuda,
+    health::Devices,
+    pinned::{PinnedPartition, PinnedPool},
+    staging::Staging,
+    watchdog::Hung,
+    Backend, ErrorClass, Evals, GpuError, HostPartition, InjectedFault, MsmResults, MsmScalars,
 };
 
 impl CudaBackend {
@@ -115,6 +120,33 @@ impl CudaBackend {
         if left == 0 {
             error!("no GPU device left: partitions run on the CPU until the process is restarted");
         }
+    }
+
+    /// Device `h.device` was found hung (the watch's thread): retired without its
+    /// lock, which the stuck call holds, and without touching it again; its
+    /// staging buffers are left alone; the pinned pool moves to a device that
+    /// works. The partition stuck in the call is given up by its waiting caller.
+    pub(super) fn hung(
+        slots: &Devices<DeviceState>,
+        staging: &Staging<cuda::Stage>,
+        pinned: &PinnedPool,
+        indices: &[usize],
+        h: Hung,
+    ) {
+        if !slots.retire(h.device, h.reason.clone()) {
+            return;
+        }
+        staging.lose(h.device);
+        pinned.set_device(slots.first_healthy().map(|i| indices[i]));
+        let left = slots.healthy_count();
+        error!(
+            device = h.device,
+            error = %h.reason,
+            healthy_devices_left = left,
+            "GPU device hung: retired for the rest of the process (a restart recovers it); the partition \
+             stuck on it fails, later ones run {}",
+            if left > 0 { "on another device" } else { "on the CPU" }
+        );
     }
 
     /// The partition on the CPU backend, when no device is left to run it: a

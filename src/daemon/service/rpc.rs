@@ -126,6 +126,14 @@ impl ProvingEngine for Service {
             devices: device_health(&snap.devices),
             listeners: self.listeners.iter().map(|l| listener_status(l)).collect(),
             results_store,
+            parameter_files: snap
+                .param_digests
+                .iter()
+                .map(|(path, status)| proto::ParameterFile {
+                    path: path.display().to_string(),
+                    digest_status: status.as_str().into(),
+                })
+                .collect(),
         }))
     }
 
