@@ -18,8 +18,8 @@ cargo build --release -p cuzk-filecoin --example synth_bench
 cp target/release/examples/synth_bench "$out/synth_bench"
 
 # Test binaries: `cargo test --no-run` prints where they are. GPU_TESTS picks some
-# (names of: gpu cuda_vs_cpu post_update; all by default).
-all_tests=("-p cuzk --test gpu" "-p cuzk-gpu --test cuda_vs_cpu" "-p cuzk --test post_update")
+# (names of: gpu cuda_vs_cpu post_update soak; all but soak by default).
+all_tests=("-p cuzk --test gpu" "-p cuzk-gpu --test cuda_vs_cpu" "-p cuzk --test post_update" "-p cuzk --test soak")
 for t in "${all_tests[@]}"; do
     name=${t##* }
     [[ " ${GPU_TESTS:-gpu cuda_vs_cpu post_update} " == *" $name "* ]] || continue

@@ -25,7 +25,8 @@
 #   bench deadline`: WinningPoSt / WindowPoSt-partition latency alone and under a
 #   2KiB PoRep stream; DEADLINE_COUNT=20, DEADLINE_LOAD=32 PoRep jobs in flight),
 #   "synth" (examples/synth_bench: synthesis CPU per partition, generic vs native,
-#   below)
+#   below), "soak" (tests/soak.rs on this host's backend, SOAK_JOBS=1000 jobs; built
+#   with GPU_TESTS="... soak" in gpu-dist.sh)
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/cuzk-out}
@@ -79,6 +80,14 @@ if [[ " $PHASES " == *" tests "* ]]; then
     fi
 fi
 
+if [[ " $PHASES " == *" soak "* ]] && [ -x "$D/soak" ]; then
+    # tests/soak.rs on this host's backend (CUDA): SOAK_JOBS mixed jobs with faults
+    # through one engine, then the daemon runs (dropped clients; promises with results
+    # storage: idle connections, retries, cancels, a full disk).
+    t=$(date +%s)
+    CUZK_SOAK_JOBS=${SOAK_JOBS:-1000} timeout "${SOAK_TIMEOUT:-500}" "$D/soak" --nocapture --test-threads 1 > "$OUT/test-soak.log" 2>&1
+    say "test soak rc=$? ($(( $(date +%s) - t )) s): $(grep -E '^test result' "$OUT/test-soak.log")"
+fi
 if [[ " $PHASES " == *" kinds "* ]] && [ -x "$D/post_update" ]; then
     t=$(date +%s)
     FIL_PROOFS_PARENT_CACHE=/tmp/cuzk-parents timeout "${TEST_TIMEOUT:-400}" "$D/post_update" --nocapture --test-threads 1 > "$OUT/test-kinds.log" 2>&1
