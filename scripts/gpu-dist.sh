@@ -8,14 +8,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v nvcc >/dev/null || { echo "nvcc not found: source a CUDA environment first (docs/gpu.md)"; exit 1; }
+# Where cargo puts what it builds (CARGO_TARGET_DIR, as cargo reads it).
+tgt=${CARGO_TARGET_DIR:-target}
 out=gpu-dist
 rm -rf "$out" && mkdir -p "$out"
 
 cargo build --release --bin cuzk
-cp target/release/cuzk "$out/cuzk"
+cp "$tgt/release/cuzk" "$out/cuzk"
 # Synthesis per partition, generic vs native (gpu-run.sh phase "synth").
 cargo build --release -p cuzk-filecoin --example synth_bench
-cp target/release/examples/synth_bench "$out/synth_bench"
+cp "$tgt/release/examples/synth_bench" "$out/synth_bench"
 
 # Test binaries: `cargo test --no-run` prints where they are. GPU_TESTS picks some
 # (names of: gpu cuda_vs_cpu post_update soak; all but soak by default).
