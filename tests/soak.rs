@@ -5,7 +5,8 @@
 //! entry leaks, a valid job still proves afterwards, and RSS is flat across the
 //! second half. `CUZK_SOAK_JOBS` scales it (default 240; the GPU host runs more).
 //! A third run holds the daemon to its promises with results storage on (idle
-//! connections held, retried and reused request ids, cancels, a full disk).
+//! connections held, retried and reused request ids, cancels, a full disk, a device
+//! call that hangs) and RSS flat across rounds of clients.
 
 mod common;
 
@@ -190,19 +191,31 @@ fn soak_daemon_with_dropped_clients() {
     d.shutdown();
 }
 
-/// The daemon's promises under mixed traffic with results storage on: clients
-/// submitting at once over fresh connections while 64 idle connections are held,
-/// some AwaitProof calls dropped, some jobs cancelled, a request id retried by
-/// three clients at once and again after its proof (one job, one proof) and reused
-/// with other inputs (refused), and a disk that is full for five jobs' results
-/// (their temporary files are /dev/full). Afterwards every accepted job has exactly
-/// one terminal result (the same on every AwaitProof), nothing stays in flight, the
-/// five failed writes are counted with no temporary file left, and the rest are
-/// stored.
+/// The daemon's promises under mixed traffic with results storage on, on a backend
+/// whose second device call hangs. The second job's partition hangs: the device
+/// watch retires the device and the job fails naming it, while the stuck thread
+/// keeps its memory; everything after proves on what is left. Then four rounds of
+/// clients submitting at once over fresh connections while 64 idle connections are
+/// held, some AwaitProof calls dropped, some jobs cancelled; in the first round a
+/// request id retried by three clients at once (one job, one proof), in every round
+/// again after its proof (the same job) and reused with other inputs (refused), and
+/// a disk that is full for five jobs' results (their temporary files are
+/// `/dev/full`, which fails writes with ENOSPC as a full filesystem does; a real
+/// small filesystem needs mount rights a test does not have). Afterwards every
+/// accepted job has exactly one terminal result (the same on every AwaitProof),
+/// nothing stays in flight, no reservation is left once the stuck call returns,
+/// the five failed writes are counted with no temporary file left, the rest are
+/// stored, and RSS grew by at most 32 MiB from the end of the second round to the
+/// end of the fourth.
 #[test]
 fn soak_daemon_promises_with_results_storage() {
     use common::porep::{fixture, param_cache, verify};
-    use cuzk::daemon::proto::{CancelProofRequest, GetStatusRequest, ProofKind};
+    use cuzk::{
+        actors::services::SelectedBackend,
+        daemon::proto::{GetStatusRequest, ProofKind},
+        gpu::{fake::HangingBackend, DeviceHealth},
+    };
+    const ROUNDS: u64 = 4;
     let dir =
         std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("soak-results/{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -214,9 +227,15 @@ fn soak_daemon_promises_with_results_storage() {
         shutdown_timeout_secs: 0,
         ..Default::default()
     };
-    let mut engine = small_config();
-    engine.ingest.param_cache = param_cache();
-    let d = Daemon::start(cfg, engine).unwrap();
+    let mut ecfg = small_config();
+    ecfg.ingest.param_cache = param_cache();
+    let max_input = ecfg.ingest.max_input_bytes.0;
+    // Found hung after 200 ms (a daemon's [backend] device_timeout_secs).
+    // Its second device call hangs: the first job shows what stays charged once no
+    // job runs (the synthetic parameters the daemon keeps).
+    let backend = HangingBackend::new(Duration::from_millis(200), 1);
+    let selected = SelectedBackend { backend: backend.clone(), devices: 1, on_device: true, pinned_bytes: 0 };
+    let d = Daemon::start_with_engine(cfg, Engine::start_with_backend(ecfg, selected).unwrap(), max_input).unwrap();
     let Listen::Tcp(addr) = d.listen else { panic!("tcp expected") };
     let url = format!("http://{addr}");
     let f = fixture(21);
@@ -231,11 +250,30 @@ fn soak_daemon_promises_with_results_storage() {
         ..Default::default()
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
+    let (mut rss_after_2, mut accepted, mut kept) = (0, 0, 0);
     rt.block_on(async {
         let idle: Vec<_> = idle_connections(addr, 64).await;
         let mut ext = cuzk::client::ext(cuzk::client::connect(&url).await.unwrap());
-        let synth = |seed: u64| SubmitSyntheticRequest { log2: 8, public_inputs: 1, seed, ..Default::default() };
+        let mut v1 = cuzk::client::v1(cuzk::client::connect(&url).await.unwrap());
+        let ok = ext.submit_synthetic(synth(999)).await.unwrap().into_inner().job_id;
+        let r = v1.await_proof(AwaitProofRequest { job_id: ok, timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+        accepted += 1;
+        let t = Instant::now();
+        while d.engine().snapshot().await.jobs.in_flight > 0
+            || d.engine().stage_snapshots().iter().any(|s| s.in_flight > 0)
+        {
+            assert!(t.elapsed() < Duration::from_secs(30));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        kept = d.engine().host_budget().used;
+        // The job whose device call hangs: it fails, naming the device.
         let first = ext.submit_synthetic(synth(1000)).await.unwrap().into_inner().job_id;
+        let r = v1.await_proof(AwaitProofRequest { job_id: first.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
+        assert_eq!(r.status, JobStatus::Failed as i32, "{r:?}");
+        assert!(r.error_message.contains("device 0 hung"), "{}", r.error_message);
+        assert!(backend.hung().is_some());
+        accepted += 1;
         // Ids are <epoch>-<sequence>: five later jobs' results meet a full disk.
         let (epoch, seq) = first.split_once('-').unwrap();
         let seq = u64::from_str_radix(seq, 16).unwrap();
@@ -243,80 +281,88 @@ fn soak_daemon_promises_with_results_storage() {
         for id in &full {
             std::os::unix::fs::symlink("/dev/full", dir.join(format!("{id}.json.tmp"))).unwrap();
         }
-        // Six clients, five synthetic jobs each, over fresh connections.
-        let clients: Vec<_> = (0..6u64)
-            .map(|c| {
-                let url = url.clone();
-                tokio::spawn(async move {
-                    let mut mine = Vec::new();
-                    for j in 0..5u64 {
-                        let ch = cuzk::client::connect(&url).await.unwrap();
-                        let (mut v1, mut ext) = (cuzk::client::v1(ch.clone()), cuzk::client::ext(ch));
-                        let id = ext.submit_synthetic(synth(c * 100 + j)).await.unwrap().into_inner().job_id;
-                        match j {
-                            1 => {
-                                let pending = v1.await_proof(AwaitProofRequest { job_id: id.clone(), timeout_ms: 0 });
-                                let _ = tokio::time::timeout(Duration::from_millis(5), pending).await;
-                            }
-                            3 if c % 2 == 0 => {
-                                v1.cancel_proof(CancelProofRequest { job_id: id.clone() }).await.unwrap();
-                            }
-                            _ => {}
-                        }
-                        mine.push(id);
-                    }
-                    mine
-                })
-            })
-            .collect();
-        // The same request id from three clients at once: one job.
-        let retries: Vec<_> = (0..3)
-            .map(|_| {
-                let (url, req) = (url.clone(), porep(&f.c1_json));
-                tokio::spawn(async move {
-                    let mut v1 = cuzk::client::v1(cuzk::client::connect(&url).await.unwrap());
-                    v1.submit_proof(req).await.unwrap().into_inner().job_id
-                })
-            })
-            .collect();
-        let mut porep_ids = Vec::new();
-        for r in retries {
-            porep_ids.push(r.await.unwrap());
-        }
-        assert!(porep_ids.iter().all(|i| *i == porep_ids[0]), "{porep_ids:?}");
-        let mut ids = vec![first];
-        for c in clients {
-            ids.extend(c.await.unwrap());
-        }
-        let mut v1 = cuzk::client::v1(cuzk::client::connect(&url).await.unwrap());
-        let r = v1.await_proof(AwaitProofRequest { job_id: porep_ids[0].clone(), timeout_ms: 0 }).await.unwrap();
-        let r = r.into_inner();
-        assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
-        assert!(verify(&f, f.sector_id, &r.proof));
-        assert_eq!(v1.submit_proof(porep(&f.c1_json)).await.unwrap().into_inner().job_id, porep_ids[0]);
-        let e = v1.submit_proof(porep(&f.wrapper_json)).await.unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
-        // Every job: one terminal result, the same when asked again.
-        let mut cancelled = 0;
-        for id in &ids {
-            let a = v1.await_proof(AwaitProofRequest { job_id: id.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
-            let b = v1.await_proof(AwaitProofRequest { job_id: id.clone(), timeout_ms: 0 }).await.unwrap().into_inner();
-            assert_eq!(a, b, "{id}");
-            match JobStatus::try_from(a.status) {
-                Ok(JobStatus::Completed) => assert_eq!(a.proof.len(), 192, "{id}"),
-                Ok(JobStatus::Cancelled) => cancelled += 1,
-                s => panic!("{id}: {s:?} {}", a.error_message),
+        let mut porep_id = String::new();
+        for round in 1..=ROUNDS {
+            let clients = client_round(&url, round);
+            if round == 1 {
+                // The same request id from three clients at once: one job.
+                let retries: Vec<_> = (0..3)
+                    .map(|_| {
+                        let (url, req) = (url.clone(), porep(&f.c1_json));
+                        tokio::spawn(async move {
+                            let mut v1 = cuzk::client::v1(cuzk::client::connect(&url).await.unwrap());
+                            v1.submit_proof(req).await.unwrap().into_inner().job_id
+                        })
+                    })
+                    .collect();
+                let mut porep_ids = Vec::new();
+                for r in retries {
+                    porep_ids.push(r.await.unwrap());
+                }
+                assert!(porep_ids.iter().all(|i| *i == porep_ids[0]), "{porep_ids:?}");
+                porep_id = porep_ids[0].clone();
+                accepted += 1;
+                let r = v1.await_proof(AwaitProofRequest { job_id: porep_id.clone(), timeout_ms: 0 }).await.unwrap();
+                let r = r.into_inner();
+                assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+                assert!(verify(&f, f.sector_id, &r.proof));
+            }
+            let ids = clients.await;
+            accepted += ids.len();
+            // Retried after its proof: the same job; reused with other inputs: refused.
+            assert_eq!(v1.submit_proof(porep(&f.c1_json)).await.unwrap().into_inner().job_id, porep_id);
+            let e = v1.submit_proof(porep(&f.wrapper_json)).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+            // Every job: one terminal result, the same when asked again.
+            let mut cancelled = 0;
+            for id in &ids {
+                let ask = AwaitProofRequest { job_id: id.clone(), timeout_ms: 0 };
+                let a = v1.await_proof(ask.clone()).await.unwrap().into_inner();
+                let b = v1.await_proof(ask).await.unwrap().into_inner();
+                assert_eq!(a, b, "{id}");
+                match JobStatus::try_from(a.status) {
+                    Ok(JobStatus::Completed) => assert_eq!(a.proof.len(), 192, "{id}"),
+                    Ok(JobStatus::Cancelled) => cancelled += 1,
+                    s => panic!("round {round} {id}: {s:?} {}", a.error_message),
+                }
+            }
+            assert!(cancelled <= 3, "only the three cancelled jobs may end cancelled");
+            if round == 2 {
+                rss_after_2 = rss();
             }
         }
-        assert!(cancelled <= 3, "only the three cancelled jobs may end cancelled");
         let store = v1.get_status(GetStatusRequest {}).await.unwrap().into_inner().results_store.unwrap();
         assert_eq!(store.write_failures_total, 5, "{store:?}");
-        assert_eq!(store.stored_total as usize, ids.len() + 1 - 5, "{store:?}");
+        assert_eq!(store.stored_total as usize, accepted - 5, "{store:?}");
         drop(idle);
     });
-    let jobs = d.engine().snapshot_blocking().jobs;
+    let end_rss = rss();
+    eprintln!("daemon soak RSS: {} MiB after round 2, {} MiB after round {ROUNDS}", rss_after_2 >> 20, end_rss >> 20);
+    assert!(end_rss <= rss_after_2 + (32 << 20), "RSS grew: {} → {} MiB", rss_after_2 >> 20, end_rss >> 20);
+    let e = d.engine();
+    let jobs = e.snapshot_blocking().jobs;
     assert_eq!(jobs.in_flight, 0, "{jobs:?}");
+    assert_eq!(jobs.submitted as usize, accepted, "{jobs:?}");
     assert_eq!(jobs.submitted, jobs.succeeded + jobs.failed + jobs.cancelled, "{jobs:?}");
+    assert_eq!(jobs.failed, 1, "only the job whose device call hung fails: {jobs:?}");
+    assert_eq!(e.snapshot_blocking().devices[0].health, DeviceHealth::Retired);
+    let prove = e.stage_snapshots().into_iter().find(|s| s.stage == StageName::ProveGpu).unwrap();
+    assert_eq!(prove.abandoned, 1);
+    // The stuck call still holds its partition's memory; once it returns, only the
+    // kept parameters (synthetic, and the PoRep file in the parameter cache) and
+    // the PoRep circuit's recording are.
+    let params: u64 = e.params().resident().iter().map(|r| r.1).sum::<u64>() + e.recordings().bytes();
+    assert!(e.host_budget().used > kept + params, "{:?}", e.host_budget());
+    backend.release();
+    let t = Instant::now();
+    while e.host_budget().used != kept + params || e.stage_snapshots().iter().any(|s| s.queue_len + s.in_flight > 0) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "reservations leaked: {:?}, kept parameters and recordings {kept} + {params}",
+            e.host_budget()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     d.shutdown();
     let left: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -326,6 +372,49 @@ fn soak_daemon_promises_with_results_storage() {
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn synth(seed: u64) -> SubmitSyntheticRequest {
+    SubmitSyntheticRequest { log2: 8, public_inputs: 1, seed, ..Default::default() }
+}
+
+/// Six clients, five synthetic jobs each over fresh connections: each drops its
+/// second job's AwaitProof and the even ones cancel their fourth job. Resolves to
+/// the ids accepted.
+fn client_round(url: &str, round: u64) -> impl std::future::Future<Output = Vec<String>> {
+    use cuzk::daemon::proto::CancelProofRequest;
+    let clients: Vec<_> = (0..6u64)
+        .map(|c| {
+            let url = url.to_string();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                for j in 0..5u64 {
+                    let ch = cuzk::client::connect(&url).await.unwrap();
+                    let (mut v1, mut ext) = (cuzk::client::v1(ch.clone()), cuzk::client::ext(ch));
+                    let id = ext.submit_synthetic(synth(round * 1000 + c * 100 + j)).await.unwrap().into_inner().job_id;
+                    match j {
+                        1 => {
+                            let pending = v1.await_proof(AwaitProofRequest { job_id: id.clone(), timeout_ms: 0 });
+                            let _ = tokio::time::timeout(Duration::from_millis(5), pending).await;
+                        }
+                        3 if c % 2 == 0 => {
+                            v1.cancel_proof(CancelProofRequest { job_id: id.clone() }).await.unwrap();
+                        }
+                        _ => {}
+                    }
+                    mine.push(id);
+                }
+                mine
+            })
+        })
+        .collect();
+    async move {
+        let mut ids = Vec::new();
+        for c in clients {
+            ids.extend(c.await.unwrap());
+        }
+        ids
+    }
 }
 
 /// `n` TCP connections that connect and send nothing.

@@ -5,60 +5,15 @@
 //! reserved while its thread holds it, and comes back if the call ever returns.
 
 use std::{
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc, Condvar, Mutex,
-    },
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use bellperson::groth16::{prepare_verifying_key, verify_proof};
 use cuzk_actors::{services::SelectedBackend, Config, Engine, JobSpec, StageName};
-use cuzk_gpu::{
-    cpu::CpuBackend,
-    watchdog::{DeviceWatch, Hung},
-    Backend, DeviceHealth, DeviceStats, GpuError, HostPartition, MsmResults, UploadedPartition,
-};
-use cuzk_srs::ProvingKey;
+use cuzk_gpu::{fake::HangingBackend, DeviceHealth};
 use cuzk_synth::{SyntheticCircuit, SyntheticSpec};
 use rand::SeedableRng;
-
-/// One "device" whose first execution never returns until the test opens the
-/// gate; once found hung it is retired and executions run on the CPU, as the CUDA
-/// backend's do when no device is left.
-struct HangingBackend {
-    watch: Arc<DeviceWatch>,
-    retired: Arc<Mutex<Option<String>>>,
-    gate: Arc<(Mutex<bool>, Condvar)>,
-    executions: AtomicUsize,
-}
-
-impl Backend for HangingBackend {
-    fn name(&self) -> &'static str {
-        "cpu"
-    }
-
-    fn upload(&self, host: HostPartition) -> Result<UploadedPartition, GpuError> {
-        CpuBackend.upload(host)
-    }
-
-    fn execute(&self, uploaded: UploadedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
-        if self.retired.lock().unwrap().is_none() {
-            let _call = self.watch.begin(0);
-            if self.executions.fetch_add(1, Ordering::SeqCst) == 0 {
-                let (open, cv) = &*self.gate;
-                let _open = cv.wait_while(open.lock().unwrap(), |o| !*o).unwrap();
-            }
-        }
-        CpuBackend.execute(uploaded, srs, with_b_g2)
-    }
-
-    fn device_stats(&self) -> Vec<DeviceStats> {
-        let reason = self.retired.lock().unwrap().clone();
-        let health = if reason.is_some() { DeviceHealth::Retired } else { DeviceHealth::Healthy };
-        vec![DeviceStats { device: 0, health, retired_reason: reason, ..Default::default() }]
-    }
-}
 
 /// Polls `f` until it holds (a generous bound turns a hang into a failure).
 fn eventually(what: &str, f: impl Fn() -> bool) {
@@ -75,17 +30,8 @@ fn a_hung_device_call_fails_its_partition_and_the_engine_goes_on() {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
     let srs = Arc::new(cuzk_srs::generate_random(SyntheticCircuit::new(spec, 0).unwrap(), &mut rng).unwrap());
 
-    let watch = Arc::new(DeviceWatch::new(1, Some(Duration::from_millis(200))));
-    let retired = Arc::new(Mutex::new(None));
-    let r = retired.clone();
-    watch.spawn(move |h: Hung| *r.lock().unwrap() = Some(h.reason));
-    let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let backend = Arc::new(HangingBackend {
-        watch: watch.clone(),
-        retired: retired.clone(),
-        gate: gate.clone(),
-        executions: AtomicUsize::new(0),
-    });
+    // The first execution hangs; the device is found hung after 200 ms.
+    let backend = HangingBackend::new(Duration::from_millis(200), 0);
     let selected = SelectedBackend { backend: backend.clone(), devices: 1, on_device: true, pinned_bytes: 0 };
     let engine = Engine::start_with_backend(Config::default(), selected).unwrap();
     let circuits = |seed: u64| (0..2).map(|i| SyntheticCircuit::new(spec, seed + i).unwrap()).collect::<Vec<_>>();
@@ -126,7 +72,6 @@ fn a_hung_device_call_fails_its_partition_and_the_engine_goes_on() {
     engine.shutdown();
 
     // If the call ever returns, its result is dropped and the memory comes back.
-    *gate.0.lock().unwrap() = true;
-    gate.1.notify_all();
+    backend.release();
     eventually("the stuck partition's reservation returned", || engine.host_budget().used == 0);
 }

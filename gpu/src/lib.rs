@@ -12,6 +12,9 @@
 //! when there is no GPU. Both produce the same group elements, hence byte-identical
 //! proofs.
 //!
+//! [`fake`] holds backends that misbehave on purpose (a device call that hangs), for
+//! tests of the stages, the daemon and what embeds them.
+//!
 //! [`sizing`] gives the device memory the CUDA backend reserves, from sizes alone
 //! (what `cuzk size` reports before any device is touched).
 //!
@@ -21,6 +24,7 @@ mod backend;
 pub mod cpu;
 pub mod cuda;
 mod error;
+pub mod fake;
 mod ffi;
 mod health;
 pub mod pinned;
