@@ -199,26 +199,31 @@ fn soak_daemon_with_dropped_clients() {
 /// held, some AwaitProof calls dropped, some jobs cancelled; in the first round a
 /// request id retried by three clients at once (one job, one proof), in every round
 /// again after its proof (the same job) and reused with other inputs (refused), and
-/// a disk that is full for five jobs' results (their temporary files are
-/// `/dev/full`, which fails writes with ENOSPC as a full filesystem does; a real
-/// small filesystem needs mount rights a test does not have). Afterwards every
-/// accepted job has exactly one terminal result (the same on every AwaitProof),
-/// nothing stays in flight, no reservation is left once the stuck call returns,
-/// the five failed writes are counted with no temporary file left, the rest are
-/// stored, and RSS grew by at most 32 MiB from the end of the second round to the
+/// a full disk: a 4 MiB tmpfs made for the test, filled during the third round
+/// and given room again for the fourth, where the process may mount (root, as in
+/// CI); elsewhere five jobs' temporary files are `/dev/full` (ENOSPC on write).
+/// Afterwards every accepted job has exactly one terminal result (the same on every
+/// AwaitProof), nothing stays in flight, no reservation is left once the stuck call
+/// returns, each failed write is counted with no temporary file left, the rest are
+/// stored and the store is healthy again, and RSS grew by at most 32 MiB from the end of the second round to the
 /// end of the fourth.
 #[test]
 fn soak_daemon_promises_with_results_storage() {
     use common::porep::{fixture, param_cache, verify};
     use cuzk::{
         actors::services::SelectedBackend,
-        daemon::proto::{GetStatusRequest, ProofKind},
+        daemon::proto::ProofKind,
         gpu::{fake::HangingBackend, DeviceHealth},
     };
     const ROUNDS: u64 = 4;
     let dir =
         std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("soak-results/{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The full disk: a 4 MiB filesystem made for the test where this process may
+    // mount one (root, as in CI), else `/dev/full` behind five results' temporary files.
+    let small_fs = SmallFs::mount(&dir, 4 << 20);
+    eprintln!("full disk: {}", if small_fs.is_some() { "a 4 MiB tmpfs, filled for round 3" } else { "/dev/full" });
     let cfg = DaemonConfig {
         listen: "127.0.0.1:0".into(),
         metrics_listen: String::new(),
@@ -277,12 +282,21 @@ fn soak_daemon_promises_with_results_storage() {
         // Ids are <epoch>-<sequence>: five later jobs' results meet a full disk.
         let (epoch, seq) = first.split_once('-').unwrap();
         let seq = u64::from_str_radix(seq, 16).unwrap();
-        let full: Vec<String> = (1..=5).map(|k| format!("{epoch}-{:x}", seq + 4 * k)).collect();
-        for id in &full {
-            std::os::unix::fs::symlink("/dev/full", dir.join(format!("{id}.json.tmp"))).unwrap();
+        let mut failures = 0;
+        if small_fs.is_none() {
+            let full: Vec<String> = (1..=5).map(|k| format!("{epoch}-{:x}", seq + 4 * k)).collect();
+            for id in &full {
+                std::os::unix::fs::symlink("/dev/full", dir.join(format!("{id}.json.tmp"))).unwrap();
+            }
+            failures = 5;
         }
         let mut porep_id = String::new();
         for round in 1..=ROUNDS {
+            if round == 3 && small_fs.is_some() {
+                // Every result written so far is on disk; then the disk is full.
+                settled(&url, accepted).await;
+                fill(&dir.join("filler"));
+            }
             let clients = client_round(&url, round);
             if round == 1 {
                 // The same request id from three clients at once: one job.
@@ -330,10 +344,19 @@ fn soak_daemon_promises_with_results_storage() {
             if round == 2 {
                 rss_after_2 = rss();
             }
+            if round == 3 && small_fs.is_some() {
+                // Every result of round 3 met the full disk; with room again, round 4's are stored.
+                let store = settled(&url, accepted).await;
+                assert!(!store.healthy, "{store:?}");
+                failures = ids.len();
+                assert_eq!(store.write_failures_total as usize, failures, "{store:?}");
+                std::fs::remove_file(dir.join("filler")).unwrap();
+            }
         }
-        let store = v1.get_status(GetStatusRequest {}).await.unwrap().into_inner().results_store.unwrap();
-        assert_eq!(store.write_failures_total, 5, "{store:?}");
-        assert_eq!(store.stored_total as usize, accepted - 5, "{store:?}");
+        let store = settled(&url, accepted).await;
+        assert_eq!(store.write_failures_total as usize, failures, "{store:?}");
+        assert_eq!(store.stored_total as usize, accepted - failures, "{store:?}");
+        assert!(store.healthy, "{store:?}");
         drop(idle);
     });
     let end_rss = rss();
@@ -371,7 +394,57 @@ fn soak_daemon_promises_with_results_storage() {
         .filter(|n| !n.ends_with(".json"))
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
+    drop(small_fs);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tmpfs of `bytes` mounted on a directory, unmounted when dropped; `None` where
+/// this process may not mount.
+struct SmallFs(std::path::PathBuf);
+
+impl SmallFs {
+    fn mount(dir: &std::path::Path, bytes: u64) -> Option<SmallFs> {
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "cuzk-soak"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status();
+        status.is_ok_and(|s| s.success()).then(|| SmallFs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Writes `path` until its filesystem has no room left (ENOSPC).
+fn fill(path: &std::path::Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![0u8; 64 << 10];
+    loop {
+        if let Err(e) = f.write_all(&chunk) {
+            assert_eq!(e.raw_os_error(), Some(28), "ENOSPC expected: {e}");
+            return;
+        }
+    }
+}
+
+/// The results store once every accepted job's result write has been tried.
+async fn settled(url: &str, accepted: usize) -> cuzk::daemon::proto::ResultsStore {
+    use cuzk::daemon::proto::GetStatusRequest;
+    let mut v1 = cuzk::client::v1(cuzk::client::connect(url).await.unwrap());
+    let t = Instant::now();
+    loop {
+        let s = v1.get_status(GetStatusRequest {}).await.unwrap().into_inner().results_store.unwrap();
+        if (s.stored_total + s.write_failures_total) as usize >= accepted {
+            return s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "results not written: {s:?}, {accepted} accepted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn synth(seed: u64) -> SubmitSyntheticRequest {
