@@ -401,6 +401,31 @@ pub fn render(snap: &EngineSnapshot) -> String {
         for d in &snap.devices {
             let _ = writeln!(o, "cuzk_device_oom_errors_total{{device=\"{}\"}} {}", d.device, d.oom_errors);
         }
+        type GetDeadline = fn(&cuzk_gpu::gate::GateStats) -> String;
+        let deadline: [(&str, &str, GetDeadline); 4] = [
+            (
+                "cuzk_device_deadline_beside_total",
+                "Deadline partitions run between the kernels of the bulk partition on the device.",
+                |g| g.turns.to_string(),
+            ),
+            (
+                "cuzk_device_deadline_beside_wait_seconds_total",
+                "Their wait for the bulk partition to reach a yield point.",
+                |g| g.turn_wait.as_secs_f64().to_string(),
+            ),
+            ("cuzk_device_bulk_yields_total", "Stops of bulk work at a yield point for a deadline partition.", |g| {
+                g.yields.to_string()
+            }),
+            ("cuzk_device_bulk_yielded_seconds_total", "Time bulk work stood at yield points.", |g| {
+                g.yielded.as_secs_f64().to_string()
+            }),
+        ];
+        for (name, help, get) in deadline {
+            family(&mut o, name, "counter", help);
+            for d in &snap.devices {
+                let _ = writeln!(o, "{name}{{device=\"{}\"}} {}", d.device, get(&d.deadline));
+            }
+        }
     }
     family(&mut o, "cuzk_uptime_seconds", "gauge", "Seconds since the engine started.");
     let _ = writeln!(o, "cuzk_uptime_seconds {}", snap.uptime.as_secs_f64());

@@ -56,6 +56,34 @@ template<class T> using msm_box = std::unique_ptr<T, sync_or_leak<T>>;
     }                                                                       \
     return RustError{cudaSuccess};
 
+// ---------------------------------------------------------------- yield points
+
+// A device's yield points (gpu/src/gate.rs): bulk work calls back at places where
+// its thread has nothing queued on the device, so that a deadline partition can
+// run between its kernels. `fn` null: no gate (deadline work itself, warm-up).
+typedef void (*cuzk_gate_fn)(const void* gate, int op);
+enum { GATE_ENTER = 0, GATE_LEAVE = 1, GATE_CHECKPOINT = 2 };
+
+struct gate_ref {
+    cuzk_gate_fn fn;
+    const void* ctx;
+    void op(int o) const { if (fn && ctx) fn(ctx, o); }
+};
+
+// One bulk thread inside the gate, from construction to release(); it must
+// release before it waits on another bulk thread (a join), which may be standing
+// aside at a yield point until a deadline partition that waits for this one ends.
+struct gate_hold {
+    gate_ref g;
+    bool in;
+    explicit gate_hold(gate_ref g) : g(g), in(true) { g.op(GATE_ENTER); }
+    gate_hold(const gate_hold&) = delete;
+    gate_hold& operator=(const gate_hold&) = delete;
+    void checkpoint() { if (in) g.op(GATE_CHECKPOINT); }
+    void release() { if (in) { in = false; g.op(GATE_LEAVE); } }
+    ~gate_hold() { release(); }
+};
+
 // ---------------------------------------------------------------- devices
 
 struct cuzk_gpu_info {
@@ -108,9 +136,9 @@ extern "C" RustError cuzk_gpu_info(size_t id, cuzk_gpu_info* out)
 // ---------------------------------------------------------------- resident SRS
 
 // Parameter points resident on one device: one MSM object per vector, built once,
-// reused for every partition. H's points live inside its MSM object; L, A, B_G1 and
-// B_G2's points are held here and passed to their MSM objects per call, because the
-// bit sums (cuzk_execute) address them too.
+// reused for every partition. The points are held here and passed to their MSM
+// objects per call: the bit sums (cuzk_execute) address L, A and B's, and H's MSM
+// runs in chunks over slices of its points (yield points between them).
 typedef affine_t::mem_t affine_h;
 typedef affine_fp2_t::mem_t affine_fp2_h;
 
@@ -118,23 +146,33 @@ struct cuzk_srs {
     int dev;
     msm_box<msm_g1_t> h, l, a, b1;
     msm_box<msm_g2_t> b2;
-    affine_h *pl = nullptr, *pa = nullptr, *pb1 = nullptr;
+    affine_h *ph = nullptr, *pl = nullptr, *pa = nullptr, *pb1 = nullptr;
     affine_fp2_h* pb2 = nullptr;
     // Destroyed with its device current (cuzk_srs_free, cuzk_srs_new).
     ~cuzk_srs()
     {
-        for (void* p : {(void*)pl, (void*)pa, (void*)pb1, (void*)pb2})
+        for (void* p : {(void*)ph, (void*)pl, (void*)pa, (void*)pb1, (void*)pb2})
             if (p) (void)cudaFree(p);
     }
 };
 
+// Points per upload step of a parameter set: ~400 MB of G1 points, ~60 ms from
+// pageable memory, the longest a deadline partition waits for an upload (a 32GiB
+// set is 44 GiB: ~6 s in one piece).
+static const size_t SRS_UPLOAD_CHUNK = (size_t)1 << 22;
+
 template<class msm_type, class affine_dev, class affine>
 static void resident_points(const gpu_t& gpu, int dev, const affine* host, size_t n,
-                            msm_box<msm_type>& msm, affine_dev*& d)
+                            msm_box<msm_type>& msm, affine_dev*& d, gate_hold& hold)
 {
     if (!n) return;
     CUDA_OK(cudaMalloc(&d, n * sizeof(affine_dev)));
-    gpu[0].HtoD(d, host, n, sizeof(affine));
+    for (size_t off = 0; off < n; off += SRS_UPLOAD_CHUNK) {
+        size_t len = std::min(SRS_UPLOAD_CHUNK, n - off);
+        gpu[0].HtoD(d + off, host + off, len, sizeof(affine));
+        gpu[0].sync();
+        hold.checkpoint();
+    }
     // Sized for n points; holds buckets only.
     msm.reset(new msm_type(nullptr, n, sizeof(affine), dev));
 }
@@ -145,6 +183,7 @@ extern "C" RustError cuzk_srs_new(size_t dev,
                                   const affine_t* a, size_t na,
                                   const affine_t* b1, size_t nb1,
                                   const affine_fp2_t* b2, size_t nb2,
+                                  cuzk_gate_fn gate_fn, const void* gate,
                                   cuzk_srs** out)
 {
     *out = nullptr;
@@ -152,13 +191,14 @@ extern "C" RustError cuzk_srs_new(size_t dev,
     const gpu_t& gpu = select_gpu((int)dev);
     std::unique_ptr<cuzk_srs> s{new cuzk_srs};
     s->dev = (int)dev;
+    // Uploaded in steps, each synchronized, with a yield point after each.
+    gate_hold hold{gate_ref{gate_fn, gate}};
     // An empty vector keeps no points; its MSM is skipped (identity).
-    if (nh)  s->h.reset(new msm_g1_t(h, nh, sizeof(affine_t), (int)dev));
-    resident_points(gpu, (int)dev, l, nl, s->l, s->pl);
-    resident_points(gpu, (int)dev, a, na, s->a, s->pa);
-    resident_points(gpu, (int)dev, b1, nb1, s->b1, s->pb1);
-    resident_points(gpu, (int)dev, b2, nb2, s->b2, s->pb2);
-    // The uploads run on the device's streams without a sync.
+    resident_points(gpu, (int)dev, h, nh, s->h, s->ph, hold);
+    resident_points(gpu, (int)dev, l, nl, s->l, s->pl, hold);
+    resident_points(gpu, (int)dev, a, na, s->a, s->pa, hold);
+    resident_points(gpu, (int)dev, b1, nb1, s->b1, s->pb1, hold);
+    resident_points(gpu, (int)dev, b2, nb2, s->b2, s->pb2, hold);
     gpu.sync();
     *out = s.release();
     CUZK_CATCH
@@ -658,8 +698,15 @@ static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
 
 // `staged`: the inputs were uploaded into `st` ahead (StagePcie) rather than just
 // before, by this partition's execution.
+// Points per H-MSM call over resident points, a yield point between calls: the
+// longest a deadline partition waits for H (~0.35 s at 2^27 on the H200). sppark
+// already runs a 2^27 MSM as 8 batches of 2^24 (window 18); 2^25 points a call
+// keeps its batches and window, adding a non-overlapped first batch per call.
+static const size_t H_CHUNK = (size_t)1 << 25;
+
+// `gate`: the device's yield points, for bulk work; null for deadline work.
 static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* srs,
-                              const cuzk_inputs* in, bool staged, cuzk_outputs* out)
+                              const cuzk_inputs* in, bool staged, gate_ref gate, cuzk_outputs* out)
 {
     if (in->lg > ws->lg)
         throw cuda_error(cudaErrorInvalidValue, std::string("workspace smaller than the domain"));
@@ -690,6 +737,8 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         waited = ms_since(t);
         t = std::chrono::steady_clock::now();
     }
+    // From here this thread queues work on the device's streams.
+    gate_hold hold{gate};
 
     // Coefficients (iNTT, natural in, bit-reversed out) and evaluations on the coset
     // g*<w> (NTT, bit-reversed in, natural out); each compute stream waits only for
@@ -731,6 +780,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     // Every upload into the buffer (the lists too) is done before the MSMs read them.
     CUDA_OK(cudaEventSynchronize(st->t1));
     double wall = ms_since(t);
+    hold.checkpoint();
     float up = 0;
     CUDA_OK(cudaEventElapsedTime(&up, st->t0, st->t1));
     out->ms[0] = up;
@@ -739,13 +789,21 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     out->ms[7] = waited;
 
     // H: the first N-1 coefficients, already on the device, Montgomery form.
-    auto msm_h = [&] {
+    auto msm_h = [&](gate_hold& hh) {
         auto t = std::chrono::steady_clock::now();
         out->h.inf();
         if (N > 1) {
-            RustError err;
+            RustError err{cudaSuccess};
             if (srs && srs->h) {
-                err = srs->h->invoke(out->h, (const affine_t*)nullptr, N - 1, dev_ptr_t<fr_t>(d_a), true);
+                for (size_t off = 0; off < N - 1; off += H_CHUNK) {
+                    size_t len = std::min(H_CHUNK, N - 1 - off);
+                    point_t part;
+                    err = srs->h->invoke(part, dev_ptr_t<affine_t>((affine_t*)(srs->ph + off)), len,
+                                         dev_ptr_t<fr_t>(d_a + off), true);
+                    if (err.code != cudaSuccess) break;
+                    out->h.add(part);
+                    if (off + len < N - 1) hh.checkpoint();
+                }
             } else {
                 msm_box<msm_g1_t> msm{new msm_g1_t(nullptr, N - 1, sizeof(affine_t), gpu.id())};
                 err = msm->invoke(out->h, in->h_pts, N - 1, dev_ptr_t<fr_t>(d_a), true);
@@ -767,33 +825,38 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     std::exception_ptr h_err;
     std::thread h_thread;
     if (trace_on()) {
-        msm_h();
+        msm_h(hold);
     } else {
         h_thread = std::thread([&] {
             try {
                 select_gpu(ws->dev); // per host thread
-                msm_h();
+                gate_hold hh{gate};
+                msm_h(hh);
             } catch (...) {
                 h_err = std::current_exception();
             }
         });
     }
-    // Joined on every path out of here: L/A/B's errors included.
+    // Joined on every path out of here: L/A/B's errors included; this thread
+    // leaves the gate first (gate_hold).
     struct joiner {
         std::thread& t;
-        ~joiner() { if (t.joinable()) t.join(); }
-    } join_h{h_thread};
+        gate_hold& hold;
+        ~joiner() { hold.release(); if (t.joinable()) t.join(); }
+    } join_h{h_thread, hold};
 
     t = std::chrono::steady_clock::now();
     if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], d_counts + 0, d_rest[0], d_rest_s[0], in->nrest[0], out->l);
     else run_msm(gpu, srs ? srs->l.get() : nullptr, srs ? srs->pl : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
     trace(gpu, "msm l");
     out->ms[3] = ms_since(t);
+    hold.checkpoint();
     t = std::chrono::steady_clock::now();
     if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], d_counts + 1, d_rest[1], d_rest_s[1], in->nrest[1], out->a);
     else run_msm(gpu, srs ? srs->a.get() : nullptr, srs ? srs->pa : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
     trace(gpu, "msm a");
     out->ms[4] = ms_since(t);
+    hold.checkpoint();
     t = std::chrono::steady_clock::now();
     if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b1);
     else run_msm(gpu, srs ? srs->b1.get() : nullptr, srs ? srs->pb1 : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
@@ -801,11 +864,13 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     out->ms[6] = 0;
     out->b2.inf();
     if (in->with_b2) {
+        hold.checkpoint();
         t = std::chrono::steady_clock::now();
         if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b2);
         else run_msm(gpu, srs ? srs->b2.get() : nullptr, srs ? srs->pb2 : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);
         out->ms[6] = ms_since(t);
     }
+    hold.release();
     if (h_thread.joinable()) h_thread.join();
     if (h_err) std::rethrow_exception(h_err);
 }
@@ -847,12 +912,13 @@ extern "C" RustError cuzk_warmup(size_t dev)
 }
 
 extern "C" RustError cuzk_execute(cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* srs,
-                                  const cuzk_inputs* in, bool staged, cuzk_outputs* out)
+                                  const cuzk_inputs* in, bool staged,
+                                  cuzk_gate_fn gate_fn, const void* gate, cuzk_outputs* out)
 {
     CUZK_TRY
     const gpu_t& gpu = select_gpu(ws->dev);
     try {
-        execute_partition(gpu, ws, st, srs, in, staged, out);
+        execute_partition(gpu, ws, st, srs, in, staged, gate_ref{gate_fn, gate}, out);
     } catch (...) {
         // Leave nothing queued: the copy stream does not wait for the kernels, so
         // the next upload into this buffer could race a failed one's NTT, and the

@@ -217,4 +217,7 @@ pub struct DeviceStats {
     /// Partitions that failed here with a sticky error and ran again elsewhere
     /// (another device, or the CPU when none was left).
     pub partitions_moved: u64,
+    /// Deadline partitions run beside the bulk work here, and the bulk work's
+    /// stops for them (`gate.rs`).
+    pub deadline: crate::gate::GateStats,
 }

@@ -49,6 +49,23 @@ pub(crate) fn g2_sum(points: &[G2Affine], idx: &[u32]) -> G2Projective {
     g2_projective(out)
 }
 
+/// The callback the C side is handed with a `*const Gate` (`cuzk_gate_fn` in
+/// `cuda/cuzk.cu`): a device's yield points (`gate.rs`). Nothing unwinds into C.
+#[cfg_attr(not(any(cuzk_cuda, test)), allow(dead_code))]
+pub(crate) extern "C" fn gate_op(gate: *const std::ffi::c_void, op: i32) {
+    if gate.is_null() {
+        return;
+    }
+    // SAFETY: the C side passes back the pointer it was given with this callback:
+    // a device's `Gate`, owned by the backend, which is borrowed across the call.
+    let g = unsafe { &*gate.cast::<crate::gate::Gate>() };
+    // The gate does not panic (poisoned locks are taken over); if it ever did,
+    // unwinding into C is undefined, so the process ends.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.op(op))).is_err() {
+        std::process::abort();
+    }
+}
+
 pub(crate) fn g1_projective(p: blst_p1) -> G1Projective {
     // SAFETY: blstrs::G1Projective is #[repr(transparent)] over blst_p1.
     unsafe { std::mem::transmute::<blst_p1, G1Projective>(p) }
@@ -64,8 +81,12 @@ pub(crate) fn g2_projective(p: blst_p2) -> G2Projective {
 /// nothing. No call lets a C++ exception reach Rust.
 #[cfg(cuzk_cuda)]
 pub(crate) mod cuda {
+    use std::ffi::c_void;
+
     use blst::{blst_p1, blst_p2};
     use blstrs::{G1Affine, G2Affine, Scalar};
+
+    use crate::gate::Gate;
 
     #[repr(C)]
     pub struct GpuInfo {
@@ -133,6 +154,18 @@ pub(crate) mod cuda {
         pub ms: [f64; 8],
     }
 
+    /// `cuzk_gate_fn`: a device's yield points (`gate.rs`).
+    pub type GateFn = extern "C" fn(*const c_void, i32);
+
+    /// The callback and context the C side is handed for `gate` (none: no yield
+    /// points, for deadline work itself).
+    fn gate_args(gate: Option<&Gate>) -> (Option<GateFn>, *const c_void) {
+        match gate {
+            Some(g) => (Some(super::gate_op as GateFn), (g as *const Gate).cast()),
+            None => (None, std::ptr::null()),
+        }
+    }
+
     extern "C" {
         pub fn cuzk_gpu_count() -> usize;
         pub fn cuzk_gpu_probe() -> sppark::Error;
@@ -150,6 +183,8 @@ pub(crate) mod cuda {
             nb1: usize,
             b2: *const G2Affine,
             nb2: usize,
+            gate_fn: Option<GateFn>,
+            gate: *const c_void,
             out: *mut *mut Srs,
         ) -> sppark::Error;
         pub fn cuzk_srs_free(s: *mut Srs);
@@ -165,6 +200,8 @@ pub(crate) mod cuda {
             srs: *const Srs,
             inputs: *const Inputs,
             staged: bool,
+            gate_fn: Option<GateFn>,
+            gate: *const c_void,
             out: *mut Outputs,
         ) -> sppark::Error;
         pub fn cuzk_host_alloc(dev: usize, bytes: usize, out: *mut *mut u8) -> sppark::Error;
@@ -243,8 +280,10 @@ pub(crate) mod cuda {
             a: &[G1Affine],
             b1: &[G1Affine],
             b2: &[G2Affine],
+            gate: Option<&Gate>,
         ) -> Result<Self, (i32, String)> {
             let mut out = std::ptr::null_mut();
+            let (gate_fn, gate) = gate_args(gate);
             // SAFETY: the slices are valid for their lengths for the duration of the
             // call (the points are copied to the device); G1Affine/G2Affine are
             // #[repr(transparent)] over blst affine points, which is sppark's layout.
@@ -261,6 +300,8 @@ pub(crate) mod cuda {
                     b1.len(),
                     b2.as_ptr(),
                     b2.len(),
+                    gate_fn,
+                    gate,
                     &mut out,
                 )
             })?;
@@ -304,7 +345,9 @@ pub(crate) mod cuda {
             srs: Option<&ResidentSrs>,
             inputs: &Inputs,
             staged: bool,
+            gate: Option<&Gate>,
         ) -> Result<Outputs, (i32, String)> {
+            let (gate_fn, gate) = gate_args(gate);
             // SAFETY: Outputs is plain data; zero is a valid bit pattern for it.
             let mut out: Outputs = unsafe { std::mem::zeroed() };
             let srs = srs.map_or(std::ptr::null(), |s| s.ptr());
@@ -313,7 +356,7 @@ pub(crate) mod cuda {
             // staging buffer and the resident SRS belong to the same device (checked
             // on the C side for the buffer) and are used under its lock, the buffer
             // by this caller alone (its slot is marked executing).
-            check(unsafe { cuzk_execute(self.ptr, stage.ptr, srs, inputs, staged, &mut out) })?;
+            check(unsafe { cuzk_execute(self.ptr, stage.ptr, srs, inputs, staged, gate_fn, gate, &mut out) })?;
             Ok(out)
         }
     }

@@ -241,6 +241,12 @@ impl<T> Devices<T> {
         (self.health(i) == DeviceHealth::Healthy).then(|| self.held(i, g))
     }
 
+    /// Whether device `i` is healthy and nobody holds it now (a glance: it may be
+    /// taken the next moment).
+    pub(crate) fn is_free(&self, i: usize) -> bool {
+        self.health(i) == DeviceHealth::Healthy && self.slots[i].state.try_lock().is_ok()
+    }
+
     /// Device `i`'s state, waiting for it, whatever its health (statistics, drop).
     #[cfg(test)]
     pub(crate) fn lock(&self, i: usize) -> MutexGuard<'_, T> {

@@ -26,6 +26,7 @@ pub mod cuda;
 mod error;
 pub mod fake;
 mod ffi;
+pub mod gate;
 mod health;
 pub mod pinned;
 pub mod sizing;

@@ -82,6 +82,8 @@ pub struct Hung {
 
 /// When each device's call in progress started, against a time limit.
 pub struct DeviceWatch {
+    /// Per device, its call (the holder of its lock), then its lane's (a deadline
+    /// partition run beside it, `gate.rs`): `2 * devices` slots.
     calls: Vec<Mutex<Option<Call>>>,
     /// Devices already reported hung (each once).
     hung: Vec<std::sync::OnceLock<()>>,
@@ -91,6 +93,7 @@ pub struct DeviceWatch {
 /// A device call, noted from [`DeviceWatch::begin`] until dropped.
 pub struct CallGuard<'a> {
     watch: &'a DeviceWatch,
+    /// Its slot in `calls`.
     device: usize,
 }
 
@@ -109,7 +112,7 @@ impl DeviceWatch {
     /// (`None`: never hung).
     pub fn new(devices: usize, limit: Option<Duration>) -> Self {
         DeviceWatch {
-            calls: (0..devices).map(|_| Mutex::new(None)).collect(),
+            calls: (0..2 * devices).map(|_| Mutex::new(None)).collect(),
             hung: (0..devices).map(|_| std::sync::OnceLock::new()).collect(),
             limit: limit.filter(|l| !l.is_zero()),
         }
@@ -124,8 +127,18 @@ impl DeviceWatch {
     /// ([`on_hang`]), until the guard is dropped. One call per device at a time
     /// (the caller holds the device's lock).
     pub fn begin(&self, device: usize) -> CallGuard<'_> {
-        *lock(&self.calls[device]) = Some(Call { since: Instant::now(), signal: current_signal() });
-        CallGuard { watch: self, device }
+        self.begin_slot(device)
+    }
+
+    /// [`DeviceWatch::begin`] for a call in `device`'s lane (one at a time, under
+    /// the lane's lock), beside the device's own call.
+    pub fn begin_lane(&self, device: usize) -> CallGuard<'_> {
+        self.begin_slot(self.hung.len() + device)
+    }
+
+    fn begin_slot(&self, slot: usize) -> CallGuard<'_> {
+        *lock(&self.calls[slot]) = Some(Call { since: Instant::now(), signal: current_signal() });
+        CallGuard { watch: self, device: slot }
     }
 
     /// Whether `device` was found hung.
@@ -137,25 +150,28 @@ impl DeviceWatch {
     /// the waiting caller's signal fired with the reason.
     pub fn check(&self) -> Vec<Hung> {
         let Some(limit) = self.limit else { return Vec::new() };
+        let n = self.hung.len();
         let mut found = Vec::new();
-        for (device, call) in self.calls.iter().enumerate() {
-            let signal = {
-                let call = lock(call);
-                match &*call {
-                    Some(c) if c.since.elapsed() > limit && self.hung[device].set(()).is_ok() => {
-                        Some((c.since.elapsed(), c.signal.clone()))
-                    }
-                    _ => None,
-                }
-            };
-            let Some((took, signal)) = signal else { continue };
+        for device in 0..n {
+            let slots = [&self.calls[device], &self.calls[n + device]];
+            let took =
+                slots.iter().filter_map(|c| lock(c).as_ref().map(|c| c.since.elapsed())).max().filter(|t| *t > limit);
+            let Some(took) = took else { continue };
+            if self.hung[device].set(()).is_err() {
+                continue;
+            }
             let reason = format!(
                 "device {device} hung: a device call has not returned for {:.0} s (device_timeout_secs = {})",
                 took.as_secs_f64(),
                 limit.as_secs()
             );
-            if let Some(s) = signal {
-                s.fire(reason.clone());
+            // Both calls on the device wait on it: the lane's for the device's
+            // own to reach a yield point, or the other way round.
+            for c in slots {
+                let signal = lock(c).as_ref().and_then(|c| c.signal.clone());
+                if let Some(s) = signal {
+                    s.fire(reason.clone());
+                }
             }
             found.push(Hung { device, reason });
         }
@@ -214,6 +230,28 @@ mod tests {
         release.send(()).unwrap();
         stuck.join().unwrap();
         assert!(hung.try_recv().is_err());
+    }
+
+    /// A lane call (a deadline partition beside the device's own) is watched too,
+    /// and a hung device tells both callers.
+    #[test]
+    fn a_hung_lane_call_retires_its_device_and_tells_both_callers() {
+        let watch = DeviceWatch::new(2, Some(Duration::from_millis(30)));
+        let (tx, rx) = mpsc::channel();
+        let (tx2, tx3) = (tx.clone(), tx.clone());
+        let own = on_hang(move |r| tx2.send(("own", r)).unwrap(), || watch.begin(1));
+        let lane = on_hang(move |r| tx3.send(("lane", r)).unwrap(), || watch.begin_lane(1));
+        drop(own);
+        let _fresh = watch.begin(1);
+        std::thread::sleep(Duration::from_millis(50));
+        drop(tx);
+        let found = watch.check();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].device, 1, "the lane's slot maps to its device");
+        let told: Vec<_> = rx.try_iter().map(|(who, _)| who).collect();
+        assert_eq!(told, ["lane"], "the device's own call was begun without a signal");
+        assert!(watch.is_hung(1) && !watch.is_hung(0));
+        drop(lane);
     }
 
     #[test]

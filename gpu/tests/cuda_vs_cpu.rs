@@ -408,6 +408,63 @@ fn prefetch_makes_parameters_resident() {
     assert_eq!(gpu.device_stats()[0].resident_sets, 2, "already resident");
 }
 
+/// A deadline partition that arrives while bulk partitions hold the device runs
+/// between their kernels, through the device's lane (`gate.rs`): it does not wait
+/// for the device, and every result, bulk and deadline, is the CPU's.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn deadline_partitions_run_beside_bulk_partitions() {
+    use std::sync::atomic::AtomicBool;
+    let Some(gpu) = device0() else { return };
+    let (lb, lu) = (20u32, 10u32);
+    let (mb, mu) = (1usize << lb, 1usize << lu);
+    let bulk_srs = fake_srs(mb, mb / 2, mb / 3, mb / 4);
+    let urgent_srs = fake_srs(mu, mu / 2, mu / 3, mu / 4);
+    let (bulk, urgent) = (random_partition(lb), random_partition(lu));
+    let want_b = CpuBackend.execute(CpuBackend.upload(bulk.clone()).unwrap(), &bulk_srs, true).unwrap();
+    let want_u = CpuBackend.execute(CpuBackend.upload(urgent.clone()).unwrap(), &urgent_srs, true).unwrap();
+    let same = |got: &cuzk_gpu::MsmResults, want: &cuzk_gpu::MsmResults, what: &str| {
+        assert_eq!(got.h.to_affine(), want.h.to_affine(), "H of the {what} partition");
+        assert_eq!(got.l.to_affine(), want.l.to_affine(), "L of the {what} partition");
+        assert_eq!(got.a.to_affine(), want.a.to_affine(), "A of the {what} partition");
+        assert_eq!(got.b_g1.to_affine(), want.b_g1.to_affine(), "B_G1 of the {what} partition");
+        assert_eq!(got.b_g2.unwrap().to_affine(), want.b_g2.unwrap().to_affine(), "B_G2 of the {what} partition");
+    };
+    // Warm: the bulk set resident and its workspace allocated.
+    same(&gpu.execute(gpu.upload(bulk.clone()).unwrap(), &bulk_srs, true).unwrap(), &want_b, "bulk");
+    let before = gpu.device_stats()[0].deadline;
+    let done = AtomicBool::new(false);
+    // Uploaded here: a partition moves to the bulk thread, it is not shared.
+    let bulks: Vec<_> = (0..8).map(|_| gpu.upload(bulk.clone()).unwrap()).collect();
+    let deadline_runs = std::thread::scope(|s| {
+        let (gpu, bulk_srs, want_b, done) = (&gpu, &bulk_srs, &want_b, &done);
+        s.spawn(move || {
+            for u in bulks {
+                same(&gpu.execute(u, bulk_srs, true).unwrap(), want_b, "bulk");
+            }
+            done.store(true, Ordering::Release);
+        });
+        let mut runs = 0;
+        while !done.load(Ordering::Acquire) {
+            let mut u = gpu.upload(urgent.clone()).unwrap();
+            u.set_urgent(true);
+            same(&gpu.execute(u, &urgent_srs, true).unwrap(), &want_u, "deadline");
+            runs += 1;
+        }
+        runs
+    });
+    let s = gpu.device_stats()[0].clone();
+    let (turns, yields) = (s.deadline.turns - before.turns, s.deadline.yields - before.yields);
+    eprintln!(
+        "{deadline_runs} deadline partitions beside 8 bulk ones: {turns} through the lane, {yields} bulk stops; {:?}",
+        s.deadline
+    );
+    assert!(turns > 0, "no deadline partition ran beside the bulk work: {s:?}");
+    assert!(s.vram_reserved <= s.vram_budget, "{s:?}");
+    assert_eq!(s.cuda_errors, 0, "{s:?}");
+    assert_eq!(gpu.pinned_stats().unwrap().in_use, 0, "every partition returned its pinned buffer");
+}
+
 /// The CUDA backend on every device. Ignored-by-default tests only (as `device0`).
 fn all_devices() -> CudaBackend {
     if !COMPILED {

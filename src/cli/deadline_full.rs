@@ -274,6 +274,19 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
             println!("{phase:<10} {kind:<22} {:>4} {p50:>8.3} {p99:>8.3} {max:>8.3}   {stages}", set.len());
         }
     }
+    // What deadline work cost the load on each device, and its wait there.
+    for d in engine.snapshot_blocking().devices {
+        let g = d.deadline;
+        println!(
+            "device {}: {} deadline partitions beside the load, mean wait for a yield point {:.0} ms; \
+             load work stood aside {} times, {:.2} s in all",
+            d.device,
+            g.turns,
+            g.turn_wait.as_secs_f64() * 1e3 / g.turns.max(1) as f64,
+            g.yields,
+            g.yielded.as_secs_f64()
+        );
+    }
     let failures = failures.lock().unwrap_or_else(|p| p.into_inner());
     for f in failures.iter().chain(&load_errors) {
         println!("FAILED: {f}");

@@ -53,6 +53,10 @@ pub struct BackendConfig {
     /// the device is retired (later partitions run on another device or the CPU)
     /// and the partition stuck in the call fails. 0 = never.
     pub device_timeout_secs: u64,
+    /// A deadline partition (WinningPoSt, WindowPoSt) that finds every GPU busy
+    /// runs between the kernels of the partition on one (its yield points), with
+    /// its own workspace; false: it waits for that partition to end.
+    pub deadline_lane: bool,
 }
 
 impl Default for BackendConfig {
@@ -65,6 +69,7 @@ impl Default for BackendConfig {
             pinned_memory: ByteSize(16 << 30),
             device_buffers: 2,
             device_timeout_secs: cuzk_gpu::cuda::DEFAULT_DEVICE_TIMEOUT_SECS,
+            deadline_lane: true,
         }
     }
 }
@@ -113,6 +118,7 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
         pinned_memory: cfg.pinned_memory.0,
         device_buffers: cfg.device_buffers,
         device_timeout: (cfg.device_timeout_secs > 0).then(|| std::time::Duration::from_secs(cfg.device_timeout_secs)),
+        deadline_lane: cfg.deadline_lane,
     };
     match CudaBackend::new(opts) {
         Ok(b) => {

@@ -113,6 +113,12 @@ impl Backend for CudaBackend {
         let lease = uploaded.staged.as_ref();
         // A fault injected on this thread hits the first attempt only.
         let mut fault = take_injected_fault();
+        // Deadline work that finds every device busy runs beside the bulk work.
+        if uploaded.urgent {
+            if let Some(r) = self.execute_beside(&arrays, lease, srs, &mut fault) {
+                return r;
+            }
+        }
         // On the device the partition was staged on, unless another is free now.
         failover(
             &self.slots,
@@ -136,7 +142,10 @@ impl Backend for CudaBackend {
         let fits = |dev: usize, after: u64, need: u64| {
             let device = &self.devices[dev];
             let free = cuda::info(device.info.index).map(|i| i.free_mem as u64).unwrap_or(0);
-            device.counters.reserved.load(Ordering::Relaxed) + after <= device.budget
+            device.counters.reserved.load(Ordering::Relaxed)
+                + device.counters.lane_reserved.load(Ordering::Relaxed)
+                + after
+                <= device.budget
                 && free >= need + self.opts.vram_margin
         };
         let healthy = |dev: usize| self.slots.health(dev) == crate::DeviceHealth::Healthy;
@@ -177,7 +186,9 @@ impl Backend for CudaBackend {
                 DeviceStats {
                     device: i,
                     vram_budget: d.budget,
-                    vram_reserved: c.reserved.load(Ordering::Relaxed) + self.staging.bytes(i),
+                    vram_reserved: c.reserved.load(Ordering::Relaxed)
+                        + c.lane_reserved.load(Ordering::Relaxed)
+                        + self.staging.bytes(i),
                     resident_sets: c.resident_sets.load(Ordering::Relaxed),
                     cuda_errors: c.errors.load(Ordering::Relaxed),
                     oom_errors: c.oom.load(Ordering::Relaxed),
@@ -186,6 +197,7 @@ impl Backend for CudaBackend {
                     health: self.slots.health(i),
                     retired_reason: self.slots.retired_reason(i).map(str::to_owned),
                     partitions_moved: c.moved.load(Ordering::Relaxed),
+                    deadline: d.gate.stats(),
                 }
             })
             .collect()

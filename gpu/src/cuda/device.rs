@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use super::{CudaBackend, DeviceInfo};
 use crate::{
     ffi::cuda,
+    gate::Gate,
     sizing::{device_resident_bytes, device_staging_bytes, device_workspace_bytes},
 };
 
@@ -32,6 +33,9 @@ pub(super) struct Resident {
 pub(super) struct DeviceState {
     pub(super) ws: Option<cuda::Workspace>,
     pub(super) resident: Vec<Resident>,
+    /// The device's lane (deadline work beside the bulk partition), not the
+    /// device's own state.
+    pub(super) lane: bool,
 }
 
 impl DeviceState {
@@ -57,6 +61,8 @@ pub(super) struct Counters {
     pub(super) moved: AtomicU64,
     /// Mirror of `DeviceState::reserved`, readable without the device lock.
     pub(super) reserved: AtomicU64,
+    /// The same for the device's lane.
+    pub(super) lane_reserved: AtomicU64,
     pub(super) resident_sets: AtomicUsize,
 }
 
@@ -67,12 +73,36 @@ pub(super) struct Device {
     pub(super) info: DeviceInfo,
     pub(super) budget: u64,
     pub(super) counters: Counters,
+    /// Yield points between the bulk work here and a deadline partition in the
+    /// lane (`gate.rs`).
+    pub(super) gate: Gate,
 }
 
 impl Device {
     pub(super) fn publish(&self, st: &DeviceState) {
-        self.counters.reserved.store(st.reserved(), Ordering::Relaxed);
-        self.counters.resident_sets.store(st.resident.len(), Ordering::Relaxed);
+        if st.lane {
+            self.counters.lane_reserved.store(st.reserved(), Ordering::Relaxed);
+        } else {
+            self.counters.reserved.store(st.reserved(), Ordering::Relaxed);
+            self.counters.resident_sets.store(st.resident.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// What the device's other state (the lane for the device's own, and the
+    /// other way round) holds, which `st`'s allocations must leave room for.
+    pub(super) fn others(&self, st: &DeviceState) -> u64 {
+        let c = &self.counters;
+        if st.lane {
+            c.reserved.load(Ordering::Relaxed)
+        } else {
+            c.lane_reserved.load(Ordering::Relaxed)
+        }
+    }
+
+    /// The yield points `st`'s work calls at: the device's own work yields to the
+    /// lane's, which yields to nothing.
+    pub(super) fn gate_for(&self, st: &DeviceState) -> Option<&Gate> {
+        (!st.lane).then_some(&self.gate)
     }
 }
 
@@ -122,7 +152,7 @@ impl CudaBackend {
             // Within this device's budget, and within what the driver says is
             // free now (other processes share the device).
             let free = cuda::info(d.index).map(|i| i.free_mem as u64).unwrap_or(0);
-            if st.reserved() + staged + need + ws_to_come <= device.budget
+            if st.reserved() + device.others(st) + staged + need + ws_to_come <= device.budget
                 && free >= need + ws_to_come + self.opts.vram_margin
             {
                 break;
@@ -131,8 +161,9 @@ impl CudaBackend {
                 return None;
             }
             // A second staging buffer yields to resident parameters: streaming
-            // the points costs far more than uploading in line.
-            if self.staging.trim(dev, 1) > 0 {
+            // the points costs far more than uploading in line. (Not to the lane's:
+            // the buffers are the bulk work's.)
+            if !st.lane && self.staging.trim(dev, 1) > 0 {
                 continue;
             }
             // Evict the least recently used set, if any, and look again.
@@ -144,7 +175,7 @@ impl CudaBackend {
             info!(device = dev, bytes = r.bytes, "evicting resident parameters");
         }
         let t = Instant::now();
-        match cuda::ResidentSrs::new(d.index, &srs.h, &srs.l, &srs.a, &srs.b_g1, &srs.b_g2) {
+        match cuda::ResidentSrs::new(d.index, &srs.h, &srs.l, &srs.a, &srs.b_g1, &srs.b_g2, device.gate_for(st)) {
             Ok(r) => {
                 info!(device = dev, bytes = need, ms = t.elapsed().as_millis() as u64, "parameters resident on device");
                 st.resident.push(Resident { key, srs: r, bytes: need, last_used: Instant::now() });

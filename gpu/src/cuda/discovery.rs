@@ -63,7 +63,7 @@ impl CudaBackend {
                 vram_budget = budget,
                 "gpu found"
             );
-            devices.push(Device { info, budget, counters: Counters::default() });
+            devices.push(Device { info, budget, counters: Counters::default(), gate: Default::default() });
         }
         let pinned = PinnedPool::new(opts.pinned_memory, devices.first().map_or(0, |d| d.info.index));
         // Kernel loading and NTT tables cost the first partition: its iNTT took
@@ -93,7 +93,9 @@ impl CudaBackend {
                 CudaBackend::hung(&s, &st, &p, &indices, h);
             }
         });
+        let lanes = devices.iter().map(|_| Mutex::new(DeviceState { lane: true, ..DeviceState::default() })).collect();
         Ok(CudaBackend {
+            lanes,
             staging,
             slots,
             devices,

@@ -9,7 +9,7 @@ use std::{sync::atomic::Ordering, time::Duration};
 use blstrs::Scalar;
 use cuzk_srs::ProvingKey;
 use ff::{Field, PrimeField};
-use tracing::info;
+use tracing::{error, info, warn};
 
 use super::{
     device::{ws_bytes, DeviceState},
@@ -203,7 +203,9 @@ impl CudaBackend {
             st.ws = None; // free the smaller one first
                           // The workspace is required; resident parameters are not: evict them
                           // (least recently used first) until the workspace fits the budget.
-            while st.reserved() + self.staging.bytes(dev) + need > device.budget && !st.resident.is_empty() {
+            while st.reserved() + device.others(st) + self.staging.bytes(dev) + need > device.budget
+                && !st.resident.is_empty()
+            {
                 let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
                 let r = st.resident.swap_remove(lru);
                 info!(device = dev, bytes = r.bytes, "evicting resident parameters for the workspace");
@@ -215,13 +217,14 @@ impl CudaBackend {
         // the workspace and resident sets; a required one may evict resident
         // sets, least recently used first.
         let margin = self.opts.vram_margin;
+        let others = device.others(st);
         let buffer = self.staging.for_execution(dev, lg, lease, arr.urgent, |after, need, may_evict| loop {
             let free = cuda::info(index).map(|i| i.free_mem as u64).unwrap_or(0);
-            if st.reserved() + after <= device.budget && free >= need + margin {
+            if st.reserved() + others + after <= device.budget && free >= need + margin {
                 return true;
             }
             if !may_evict || st.resident.is_empty() {
-                return may_evict && st.reserved() + after <= device.budget;
+                return may_evict && st.reserved() + others + after <= device.budget;
             }
             let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
             let r = st.resident.swap_remove(lru);
@@ -255,10 +258,11 @@ impl CudaBackend {
             // the buffer is this caller's alone while it is executing.
             unsafe { buffer.stage.upload(&inputs) }.map_err(cuda_err("upload", dev))?;
         }
+        let gate = device.gate_for(st);
         let DeviceState { ws, resident: res, .. } = st;
         let ws = ws.as_mut().expect("workspace allocated above");
         let out = ws
-            .execute(&buffer.stage, resident.map(|i| &res[i].srs), &inputs, buffer.staged)
+            .execute(&buffer.stage, resident.map(|i| &res[i].srs), &inputs, buffer.staged, gate)
             .map_err(cuda_err("execute", dev))?;
         drop(rebuilt);
         let mut timings = if buffer.staged {
@@ -287,5 +291,80 @@ impl CudaBackend {
             split: split.is_some(),
             timings,
         })
+    }
+}
+
+impl CudaBackend {
+    /// A deadline partition when every healthy device is busy: run through a busy
+    /// device's lane, between the kernels of the partition holding it (`gate.rs`),
+    /// with the lane's workspace and resident parameters and the device's urgent
+    /// staging buffer. `None`: it goes the usual way (a device is free, the lane is
+    /// off, or it failed here: no VRAM for the lane, an error; a sticky error
+    /// retires the device first).
+    pub(super) fn execute_beside(
+        &self,
+        arrays: &Arrays,
+        lease: Option<&Lease>,
+        srs: &ProvingKey,
+        fault: &mut Option<InjectedFault>,
+    ) -> Option<Result<MsmResults, GpuError>> {
+        if !self.opts.deadline_lane {
+            return None;
+        }
+        // Every busy healthy device's lane, the device it was staged on first; while
+        // each lane runs another deadline partition (tens of ms), wait for one,
+        // unless a device comes free meanwhile (then the usual way: it goes before
+        // every bulk partition waiting there).
+        let (dev, mut lane) = loop {
+            let mut order: Vec<usize> =
+                (0..self.devices.len()).filter(|&d| self.slots.health(d) == crate::DeviceHealth::Healthy).collect();
+            if order.is_empty() || order.iter().any(|&d| self.slots.is_free(d)) {
+                return None;
+            }
+            if let Some(p) = lease.map(|l| l.device) {
+                order.sort_by_key(|&d| d != p);
+            }
+            if let Some(got) = order.iter().find_map(|&d| self.lanes[d].try_lock().ok().map(|l| (d, l))) {
+                break got;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        let device = &self.devices[dev];
+        let result = {
+            let _call = self.slots.watch().begin_lane(dev);
+            let _turn = device.gate.urgent();
+            self.run(
+                dev,
+                &mut lane,
+                arrays,
+                lease.filter(|l| l.device == dev),
+                srs,
+                self.opts.srs_resident,
+                fault.take(),
+            )
+        };
+        device.publish(&lane);
+        let e = match result {
+            Ok(r) => return Some(Ok(r)),
+            Err(e) => e,
+        };
+        let c = &device.counters;
+        if let GpuError::Cuda { out_of_memory, .. } = &e {
+            c.errors.fetch_add(1, Ordering::Relaxed);
+            if *out_of_memory {
+                c.oom.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // What the lane caches goes; the device's own work keeps its share.
+        lane.resident.clear();
+        lane.ws = None;
+        device.publish(&lane);
+        if self.is_sticky(dev, &e) && self.slots.retire(dev, e.to_string()) {
+            error!(device = dev, error = %e, "sticky CUDA error in a deadline partition: device retired");
+            self.pinned.set_device(self.slots.first_healthy().map(|i| self.devices[i].info.index));
+        } else {
+            warn!(device = dev, error = %e, "deadline partition could not run beside the bulk work; it waits for a device");
+        }
+        None
     }
 }

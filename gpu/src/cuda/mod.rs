@@ -35,7 +35,8 @@
 //! - `device.rs`: one device's state (workspace, resident parameter sets, counters)
 //!   and making parameters resident within its budget;
 //! - `execute.rs`: one attempt at a partition on a device (its arrays as the C side
-//!   takes them, buffers, eviction, the kernels' timings);
+//!   takes them, buffers, eviction, the kernels' timings), and a deadline
+//!   partition's run through a busy device's lane (`gate.rs`);
 //! - `recovery.rs`: what follows a failure (the out-of-memory retry, retiring a
 //!   device after a sticky error, the CPU when no device is left).
 //!
@@ -73,6 +74,10 @@ pub struct CudaOptions {
     /// take before the device is taken for hung and retired (`watchdog.rs`);
     /// `None` = never.
     pub device_timeout: Option<std::time::Duration>,
+    /// Run a deadline partition that finds every device busy through a busy
+    /// device's lane, between the bulk partition's kernels (`gate.rs`), rather than
+    /// after it.
+    pub deadline_lane: bool,
 }
 
 /// The default device timeout: far above the longest device call (a 64GiB
@@ -90,6 +95,7 @@ impl Default for CudaOptions {
             pinned_memory: 16 << 30,
             device_buffers: 2,
             device_timeout: Some(std::time::Duration::from_secs(DEFAULT_DEVICE_TIMEOUT_SECS)),
+            deadline_lane: true,
         }
     }
 }
@@ -133,6 +139,10 @@ pub struct CudaBackend {
     devices: Vec<Device>,
     /// Shared with the device watch's thread, which retires a hung device.
     slots: Arc<Devices<DeviceState>>,
+    /// Each device's lane: what a deadline partition runs with beside the bulk
+    /// partition holding the device (its workspace and resident parameters; its
+    /// staging buffer is the device's urgent one), one at a time (`gate.rs`).
+    lanes: Vec<Mutex<DeviceState>>,
     opts: CudaOptions,
     pinned: Arc<PinnedPool>,
     /// Every device's staging buffers (`staging.rs`).

@@ -101,6 +101,11 @@ impl CudaBackend {
         // memory goes with the context when the process ends.
         st.resident.clear();
         st.ws = None;
+        if let Ok(mut lane) = self.lanes[dev].try_lock() {
+            lane.resident.clear();
+            lane.ws = None;
+            device.publish(&lane);
+        }
         // And its free staging buffers. Staged ones stay until their partitions,
         // which now run elsewhere, let go of them (then only counted: the
         // device takes no more work).

@@ -1,0 +1,280 @@
+//! Yield points between bulk work on a device and a deadline partition.
+//!
+//! A 32GiB PoRep partition holds a device ~1.8 s, and a WinningPoSt that waits for
+//! it misses its target (docs/benchmarks.md). The CUDA backend runs a deadline
+//! partition beside it instead, through the device's *lane* (its own workspace,
+//! staging buffer and resident parameters, `cuda/backend.rs`), and [`Gate`] keeps
+//! the two from sharing the device's streams at once: the bulk side's threads
+//! (a partition's main thread and its H-MSM thread, a parameter upload) check in at
+//! yield points between their kernels — between the NTT phase and the MSMs, between
+//! chunks of the H MSM, between the L, A and B MSMs, between chunks of a parameter
+//! upload — each point a place where the thread has nothing queued on the device.
+//! A deadline partition takes its turn ([`Gate::urgent`]) once every bulk thread is
+//! at such a point or outside; bulk threads that reach one meanwhile wait until it
+//! is done. So a deadline partition waits at most for one step of the bulk work
+//! (an H chunk, ~0.35 s at 2^27), not for the whole partition.
+//!
+//! The C side (`cuda/cuzk.cu`) calls back into [`Gate`] through `ffi::gate_op`; the
+//! gate itself knows nothing of CUDA, so its ordering is tested here without a GPU.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Condvar, Mutex, MutexGuard,
+    },
+    time::{Duration, Instant},
+};
+
+#[derive(Default)]
+struct State {
+    /// Bulk threads between yield points (doing device work).
+    running: usize,
+    /// Deadline partitions waiting for their turn or running.
+    urgent: usize,
+}
+
+/// One device's yield points (module docs).
+#[derive(Default)]
+pub struct Gate {
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Mirror of `State::urgent`, read without the lock at every yield point.
+    urgent: AtomicUsize,
+    /// Times a bulk thread stopped at a yield point for a deadline partition, and
+    /// how long it stood there in all (ns).
+    yields: AtomicU64,
+    yielded_ns: AtomicU64,
+    /// Deadline partitions run through the gate, and their wait for the bulk
+    /// threads to reach a yield point (ns).
+    turns: AtomicU64,
+    turn_wait_ns: AtomicU64,
+}
+
+/// A gate's counters (device statistics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GateStats {
+    /// Deadline partitions run beside bulk work.
+    pub turns: u64,
+    /// Their total wait for the bulk work to reach a yield point.
+    pub turn_wait: Duration,
+    /// Stops of bulk threads at yield points, and their total time stopped.
+    pub yields: u64,
+    pub yielded: Duration,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Gate {
+    /// A bulk thread starts device work: waits while a deadline partition is
+    /// waiting or running.
+    pub fn enter(&self) {
+        let mut s = lock(&self.state);
+        while s.urgent > 0 {
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.running += 1;
+    }
+
+    /// A bulk thread's device work is over (nothing of it left queued).
+    pub fn leave(&self) {
+        let mut s = lock(&self.state);
+        s.running = s.running.saturating_sub(1);
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// A yield point of a bulk thread (nothing of its own queued on the device):
+    /// when a deadline partition waits, stands aside until it is done. Whether it
+    /// stood aside.
+    pub fn checkpoint(&self) -> bool {
+        if self.urgent.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let t = Instant::now();
+        self.leave();
+        self.enter();
+        self.yields.fetch_add(1, Ordering::Relaxed);
+        self.yielded_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        true
+    }
+
+    /// A deadline partition's turn: returned once no bulk thread is between yield
+    /// points; bulk threads wait at their next one until it is dropped. One at a
+    /// time per device is the caller's affair (the lane's lock).
+    pub fn urgent(&self) -> UrgentTurn<'_> {
+        let t = Instant::now();
+        let mut s = lock(&self.state);
+        s.urgent += 1;
+        self.urgent.store(s.urgent, Ordering::Release);
+        while s.running > 0 {
+            s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(s);
+        self.turns.fetch_add(1, Ordering::Relaxed);
+        self.turn_wait_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        UrgentTurn(self)
+    }
+
+    /// Bulk threads between yield points now (tests, diagnostics).
+    pub fn running(&self) -> usize {
+        lock(&self.state).running
+    }
+
+    pub fn stats(&self) -> GateStats {
+        let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        GateStats {
+            turns: self.turns.load(Ordering::Relaxed),
+            turn_wait: ns(&self.turn_wait_ns),
+            yields: self.yields.load(Ordering::Relaxed),
+            yielded: ns(&self.yielded_ns),
+        }
+    }
+}
+
+/// A deadline partition's turn on the device ([`Gate::urgent`]); ends when dropped.
+pub struct UrgentTurn<'a>(&'a Gate);
+
+impl Drop for UrgentTurn<'_> {
+    fn drop(&mut self) {
+        let mut s = lock(&self.0.state);
+        s.urgent = s.urgent.saturating_sub(1);
+        self.0.urgent.store(s.urgent, Ordering::Release);
+        drop(s);
+        self.0.changed.notify_all();
+    }
+}
+
+/// The operations the C side calls at its yield points (`cuzk_gate_fn` in
+/// `cuda/cuzk.cu`, through `ffi::gate_op`).
+pub(crate) const GATE_ENTER: i32 = 0;
+pub(crate) const GATE_LEAVE: i32 = 1;
+pub(crate) const GATE_CHECKPOINT: i32 = 2;
+
+impl Gate {
+    /// One operation from the C side.
+    pub(crate) fn op(&self, op: i32) {
+        match op {
+            GATE_ENTER => self.enter(),
+            GATE_LEAVE => self.leave(),
+            GATE_CHECKPOINT => {
+                self.checkpoint();
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        sync::{mpsc, Arc},
+        thread,
+    };
+
+    use super::*;
+
+    /// A deadline partition arriving while a bulk thread works gets the device at
+    /// the bulk thread's next yield point, and the bulk thread goes on after it.
+    #[test]
+    fn a_deadline_turn_comes_at_the_next_yield_point() {
+        let gate = Arc::new(Gate::default());
+        let (log_tx, log) = mpsc::channel::<&'static str>();
+        let (step_tx, step) = mpsc::channel::<()>();
+        gate.enter();
+        let urgent = {
+            let (gate, log_tx) = (gate.clone(), log_tx.clone());
+            thread::spawn(move || {
+                let _turn = gate.urgent();
+                log_tx.send("urgent runs").unwrap();
+            })
+        };
+        // The deadline partition is waiting: nothing ran yet.
+        while gate.urgent.load(Ordering::Acquire) == 0 {
+            thread::yield_now();
+        }
+        assert!(log.try_recv().is_err(), "the urgent turn waits for a yield point");
+        let bulk = {
+            let gate = gate.clone();
+            thread::spawn(move || {
+                // The bulk thread finishes its step, then yields.
+                step.recv().unwrap();
+                assert!(gate.checkpoint(), "stood aside");
+                log_tx.send("bulk resumes").unwrap();
+                gate.leave();
+            })
+        };
+        step_tx.send(()).unwrap();
+        urgent.join().unwrap();
+        bulk.join().unwrap();
+        assert_eq!(log.try_iter().collect::<Vec<_>>(), ["urgent runs", "bulk resumes"]);
+        let s = gate.stats();
+        assert_eq!((s.turns, s.yields), (1, 1));
+        assert_eq!(gate.running(), 0);
+    }
+
+    /// Two bulk threads of one partition (main and H): the turn waits for both.
+    #[test]
+    fn the_turn_waits_for_every_bulk_thread() {
+        let gate = Arc::new(Gate::default());
+        gate.enter();
+        gate.enter();
+        let (tx, rx) = mpsc::channel();
+        let g = gate.clone();
+        let urgent = thread::spawn(move || {
+            let _turn = g.urgent();
+            tx.send(()).unwrap();
+        });
+        while gate.urgent.load(Ordering::Acquire) == 0 {
+            thread::yield_now();
+        }
+        // One thread leaves (its work done); the other is still between points.
+        gate.leave();
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "one bulk thread still works");
+        // The other reaches a yield point on its own thread.
+        let g = gate.clone();
+        let other = thread::spawn(move || {
+            g.checkpoint();
+            g.leave();
+        });
+        rx.recv().unwrap();
+        urgent.join().unwrap();
+        other.join().unwrap();
+        assert_eq!(gate.running(), 0);
+    }
+
+    /// A bulk thread that starts work while a deadline partition runs waits for it;
+    /// yield points cost nothing when none waits.
+    #[test]
+    fn bulk_work_does_not_start_during_a_turn() {
+        let gate = Arc::new(Gate::default());
+        assert!(!gate.checkpoint(), "nothing waits: no stop");
+        let turn = gate.urgent();
+        let (tx, rx) = mpsc::channel();
+        let g = gate.clone();
+        let bulk = thread::spawn(move || {
+            g.enter();
+            tx.send(()).unwrap();
+            g.leave();
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "bulk waits for the turn");
+        drop(turn);
+        rx.recv().unwrap();
+        bulk.join().unwrap();
+        assert_eq!(gate.stats().yields, 0);
+    }
+
+    /// The callback the C side uses drives the same gate.
+    #[test]
+    fn the_c_callback_drives_the_gate() {
+        let gate = Gate::default();
+        let p = (&gate as *const Gate).cast();
+        crate::ffi::gate_op(p, GATE_ENTER);
+        assert_eq!(gate.running(), 1);
+        crate::ffi::gate_op(p, GATE_CHECKPOINT);
+        crate::ffi::gate_op(p, GATE_LEAVE);
+        assert_eq!(gate.running(), 0);
+        crate::ffi::gate_op(std::ptr::null(), GATE_ENTER);
+    }
+}
