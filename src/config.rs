@@ -167,6 +167,10 @@ pub struct DaemonConfig {
     /// Such a body must have fully arrived this long after its turn came, or the call
     /// fails with DEADLINE_EXCEEDED and its slot goes to the next. 0 = no deadline.
     pub upload_timeout_secs: u64,
+    /// Decoded SubmitProof / Prove requests waiting for the engine to take them, per
+    /// class (PoRep and SnapDeals; PoSt): one more is refused at once with
+    /// RESOURCE_EXHAUSTED. Bounds what waiting inputs hold (a C1 each).
+    pub max_waiting_inputs: usize,
     /// The systemd watchdog (`WatchdogSec=`) is fed only while the engine answers and
     /// no stage has held one item longer than this: a wedged daemon is restarted.
     /// Above the longest legitimate item (recording a 64GiB circuit takes minutes).
@@ -201,6 +205,7 @@ impl Default for DaemonConfig {
             max_concurrent_streams: 64,
             max_concurrent_uploads: 16,
             upload_timeout_secs: 300,
+            max_waiting_inputs: 32,
             stall_timeout_secs: 1800,
         }
     }

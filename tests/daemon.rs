@@ -530,3 +530,105 @@ fn shutdown_gives_every_job_a_terminal_result() {
         assert!(ok, "status {} `{}`", r.status, r.error_message);
     }
 }
+
+/// Decoded requests waiting for a full intake are bounded (`[daemon]
+/// max_waiting_inputs`): with the device stuck in its first call, PoRep requests fill
+/// the pipeline until one waits in the daemon, and the next is refused at once with
+/// an error naming the limit; a PoSt request is not refused by it (it has places of
+/// its own: it fails on its own empty input instead). Once the device call returns,
+/// every accepted job completes and nothing waits.
+#[test]
+fn waiting_inputs_are_bounded() {
+    use cuzk::{actors::services::SelectedBackend, gpu::fake::HangingBackend, Engine};
+    let f = fixture(15);
+    let cfg = DaemonConfig {
+        listen: "127.0.0.1:0".into(),
+        metrics_listen: String::new(),
+        shutdown_timeout_secs: 0,
+        results_dir: "none".into(),
+        max_waiting_inputs: 1,
+        ..Default::default()
+    };
+    let mut ecfg = small_config();
+    ecfg.ingest.param_cache = param_cache();
+    // A short pipeline: it is full after a few jobs.
+    ecfg.ingest.mailbox_capacity = 1;
+    ecfg.ingest.queue_capacity = 1;
+    ecfg.synthesize.mailbox_capacity = 1;
+    ecfg.synthesize.queue_capacity = 1;
+    ecfg.synthesize.max_concurrency = 1;
+    ecfg.prepare_msm.mailbox_capacity = 1;
+    ecfg.prepare_msm.queue_capacity = 1;
+    ecfg.stage_pcie.mailbox_capacity = 1;
+    ecfg.stage_pcie.queue_capacity = 1;
+    ecfg.prove_gpu.mailbox_capacity = 1;
+    ecfg.prove_gpu.queue_capacity = 1;
+    let max_input = ecfg.ingest.max_input_bytes.0;
+    // Its first device call blocks until released (never taken for hung).
+    let backend = HangingBackend::new(Duration::from_secs(3600), 0);
+    let selected = SelectedBackend { backend: backend.clone(), devices: 1, on_device: true, pinned_bytes: 0 };
+    let d = Daemon::start_with_engine(cfg, Engine::start_with_backend(ecfg, selected).unwrap(), max_input).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = client(&d).await;
+        let waiting = |c: ProvingEngineClient<Channel>| async move {
+            let text = c.clone().get_metrics(GetMetricsRequest {}).await.unwrap().into_inner().prometheus_text;
+            parse_metrics(&text)["cuzk_daemon_inputs_waiting{class=\"bulk\"}"]
+        };
+        // One at a time: each is taken by the engine, or waits, or (while another
+        // waits) is refused; the pipeline stops moving once it is full, so one
+        // waiter stays and the next request is refused.
+        let mut pending = Vec::new();
+        let refused = loop {
+            assert!(pending.len() < 200, "no request was ever refused");
+            let mut cc = c.clone();
+            let mut req = porep_request(&f, f.c1_json.clone());
+            req.request_id = format!("wait-{}", pending.len());
+            let call = tokio::spawn(async move { cc.submit_proof(req).await });
+            while !call.is_finished() && waiting(c.clone()).await < 1.0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            if call.is_finished() {
+                match call.await.unwrap() {
+                    Ok(r) => pending.push(tokio::spawn(async move { Ok(r) })),
+                    Err(e) if e.code() == Code::ResourceExhausted => break e,
+                    Err(e) => panic!("{e:?}"),
+                }
+            } else {
+                pending.push(call);
+            }
+        };
+        assert!(refused.message().contains("max_waiting_inputs = 1"), "{refused:?}");
+        assert!(refused.message().contains("PORE"), "names the request's kind: {refused:?}");
+        assert!(waiting(c.clone()).await <= 1.0);
+        // PoSt has places of its own: not refused, it reaches its own checks.
+        let post =
+            SubmitProofRequest { proof_kind: ProofKind::WinningPost as i32, registered_proof: 3, ..Default::default() };
+        let e = c.clone().submit_proof(post).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        let text = c.clone().get_metrics(GetMetricsRequest {}).await.unwrap().into_inner().prometheus_text;
+        let m = parse_metrics(&text);
+        assert!(m["cuzk_daemon_inputs_refused_total{class=\"bulk\"}"] >= 1.0, "{text}");
+        assert_eq!(m["cuzk_daemon_inputs_refused_total{class=\"deadline\"}"], 0.0, "{text}");
+        assert_eq!(m["cuzk_daemon_inputs_waiting_max"], 1.0);
+
+        // The device call returns: every request taken completes.
+        backend.release();
+        let mut jobs = 0;
+        for call in pending {
+            let job_id = match call.await.unwrap() {
+                Ok(r) => r.into_inner().job_id,
+                // Refused while another waited: fine, and named.
+                Err(e) if e.code() == Code::ResourceExhausted => continue,
+                Err(e) => panic!("{e:?}"),
+            };
+            let r = c.clone().await_proof(AwaitProofRequest { job_id, timeout_ms: 0 }).await.unwrap().into_inner();
+            assert_eq!(r.status, JobStatus::Completed as i32, "{}", r.error_message);
+            assert!(verify(&f, f.sector_id, &r.proof));
+            jobs += 1;
+        }
+        assert!(jobs >= 1);
+        assert_eq!(waiting(c.clone()).await, 0.0, "nothing waits once the engine took them");
+    });
+    d.shutdown();
+}

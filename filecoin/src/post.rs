@@ -104,6 +104,16 @@ fn check_shape<Tree: 'static + MerkleTreeTrait>(
     let nodes = usize::try_from(u64::from(config.sector_size) / 32).unwrap_or(usize::MAX);
     let tree = crate::c1::TreeShape::of::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(nodes);
     for (i, v) in vanilla.iter().enumerate() {
+        // One sector's proof, as `generate_single_vanilla_proof` makes it: with none,
+        // filecoin-proofs' WindowPoSt padding indexes an empty list (a panic found by
+        // the `vanilla_post` fuzz target); with several, the partition is misshapen.
+        let n = v.vanilla_proof.sectors.len();
+        if n != 1 {
+            return Err(format!(
+                "vanilla proof {i} (sector {}): {n} sector proofs inside; want 1 (one vanilla proof per sector)",
+                v.sector_id
+            ));
+        }
         let domains =
             v.vanilla_proof.sectors.iter().flat_map(|sp| [("comm_c", &sp.comm_c), ("comm_r_last", &sp.comm_r_last)]);
         for (name, d) in std::iter::once(("comm_r", &v.comm_r)).chain(domains) {

@@ -558,3 +558,25 @@ fn hashes_and_commitments_that_are_not_field_elements_are_refused() {
     let e = update_err(u.vanilla_proofs.clone(), [comm_r_old, u.comm_r_new, u.comm_d_new]);
     assert!(e.contains("comm_r_old is not a field element"), "{e}");
 }
+
+/// A finding of the `vanilla_post` cargo-fuzz target (fuzz/), kept as a regular
+/// test: a 32GiB WindowPoSt vanilla proof holding no sector proof made
+/// filecoin-proofs' padding index an empty list (a panic in `post_util.rs`). It is
+/// refused before, naming the kind and the count.
+#[test]
+fn fuzz_finding_a_vanilla_proof_without_sector_proofs_is_refused() {
+    const CRASH: [u8; 48] = [
+        0xd0, 0x02, 0x00, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x40, 0x40, 0x40, 0x40, 0xe8, 0xea, 0x00, 0x00, 0x40, 0x40, 0x40, 0x40, 0x40,
+        0x60, 0x40, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+    let req = PostRequest {
+        proof: RegisteredPoStProof::StackedDrgWindow32GiBV1_2,
+        randomness: [1; 32],
+        prover_id: [2; 32],
+        vanilla_proofs: vec![CRASH.to_vec()],
+        partition: Some(0),
+    };
+    let msg = post_circuits(req).err().expect("refused").to_string();
+    assert!(msg.starts_with("window_post") && msg.contains("0 sector proofs inside; want 1"), "{msg}");
+}

@@ -62,6 +62,7 @@ fn response(status: &str, ctype: &str, extra_headers: &str, body: &str) -> Strin
 pub(super) struct Pages {
     pub engine: Engine,
     pub listeners: Arc<[Arc<ListenerStats>]>,
+    pub intake: Arc<super::intake::Intake>,
     pub store: Option<Arc<Results>>,
     pub auth: Auth,
     pub debug_slot: Arc<Semaphore>,
@@ -178,6 +179,7 @@ async fn serve_one(mut sock: TcpStream, peer: std::net::SocketAddr, pages: &Page
             .await
             .unwrap_or_else(|e| format!("# metrics rendering failed: {e}\n"));
             text.push_str(&super::listener::render(&pages.listeners));
+            text.push_str(&pages.intake.render());
             ("200 OK", "text/plain; version=0.0.4; charset=utf-8", "", text)
         }
         _ if denied.is_some() => {
@@ -269,6 +271,7 @@ mod tests {
             let pages = Pages {
                 engine: engine.clone(),
                 listeners: Arc::new([stats.clone()]),
+                intake: crate::daemon::intake::Intake::new(1),
                 store: None,
                 auth,
                 debug_slot: slot.clone(),

@@ -8,6 +8,7 @@
 mod auth;
 mod ext;
 mod http;
+mod intake;
 pub mod listener;
 mod notify;
 mod results;
@@ -272,6 +273,7 @@ impl Daemon {
         let ext = ext::Ext::new(svc.clone(), cfg.allow_synthetic);
         let svc2 = svc.clone();
         let store = svc.results_store();
+        let intake = svc.intake.clone();
         let http_auth = auth.clone();
         let (done_tx, done_rx) = oneshot::channel::<()>();
         // gRPC's own limit sits a little above ours, so that a C1 just over the limit
@@ -308,6 +310,7 @@ impl Daemon {
                                     http::Pages {
                                         engine: engine2,
                                         listeners,
+                                        intake,
                                         store,
                                         auth: http_auth,
                                         debug_slot: Arc::new(tokio::sync::Semaphore::new(1)),
@@ -465,6 +468,9 @@ fn check_bounds(cfg: &DaemonConfig) -> Result<(), String> {
     }
     if cfg.max_concurrent_uploads == 0 {
         return Err("max_concurrent_uploads must be at least 1".into());
+    }
+    if cfg.max_waiting_inputs == 0 {
+        return Err("max_waiting_inputs must be at least 1".into());
     }
     for (key, v) in [
         ("handshake_timeout_secs", cfg.handshake_timeout_secs),

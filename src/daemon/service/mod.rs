@@ -75,6 +75,8 @@ pub(super) struct Service {
     pending: Arc<(AtomicUsize, Notify)>,
     /// The daemon's listeners, for GetStatus and GetMetrics.
     listeners: Arc<[Arc<ListenerStats>]>,
+    /// Decoded requests not yet taken by the engine (`intake.rs`).
+    pub(super) intake: Arc<super::intake::Intake>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -131,6 +133,7 @@ impl Service {
             last_prune: Mutex::new(Instant::now()),
             pending: Arc::new((AtomicUsize::new(0), Notify::new())),
             listeners,
+            intake: super::intake::Intake::new(cfg.max_waiting_inputs),
         })
     }
 
@@ -190,6 +193,11 @@ impl Service {
             Ok(k) => k,
             Err(_) => return Err(Status::invalid_argument(format!("unknown proof_kind {}", req.proof_kind))),
         };
+        // From here until the engine takes the job (or this returns), the decoded
+        // request counts among the waiting ones; beyond the bound it is refused.
+        let _waiting = self
+            .intake
+            .enter(matches!(kind, ProofKind::WinningPost | ProofKind::WindowPostPartition), kind.as_str_name())?;
         if req.request_id.len() > MAX_REQUEST_ID {
             return Err(Status::invalid_argument(format!(
                 "request_id is {} bytes; at most {MAX_REQUEST_ID}",

@@ -149,6 +149,7 @@ impl ProvingEngine for Service {
         .await
         .map_err(|e| Status::internal(format!("metrics: {e}")))?;
         text.push_str(&crate::daemon::listener::render(&self.listeners));
+        text.push_str(&self.intake.render());
         Ok(Response::new(proto::GetMetricsResponse { prometheus_text: text }))
     }
 
