@@ -112,15 +112,19 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
     probe.shutdown();
     let dir = common::porep::param_cache();
     let f = common::porep::fixture(21);
-    let start = |kind, bit_split| {
+    let start = |kind, bit_split, abc_on_device| {
         let mut cfg = small_config();
         cfg.backend.kind = kind;
+        cfg.backend.abc_on_device = abc_on_device;
         cfg.prepare_msm.bit_split = bit_split;
         cfg.ingest.param_cache = dir.clone();
         Engine::start(cfg).unwrap()
     };
-    let (gpu, split, cpu) =
-        (start(BackendKind::Gpu, false), start(BackendKind::Gpu, true), start(BackendKind::Cpu, false));
+    let (gpu, split, cpu) = (
+        start(BackendKind::Gpu, false, false),
+        start(BackendKind::Gpu, true, false),
+        start(BackendKind::Cpu, false, false),
+    );
     let job = || JobSpec::porep_c1(f.wrapper_json.clone(), f.prover_id, f.sector_id).with_seed(5);
     let t = std::time::Instant::now();
     let g = gpu.submit_blocking(job()).unwrap().wait_blocking().unwrap().proof_bytes();
@@ -143,7 +147,18 @@ fn gpu_porep_2kib_matches_cpu_and_verifies() {
     assert_eq!(s, c, "2KiB PoRep: GPU with the bit split vs CPU backend (every scalar) proof bytes");
     assert!(common::porep::verify(&f, f.sector_id, &g), "verify_seal rejected the GPU proof");
     eprintln!("ok porep 2KiB: GPU job {gpu_time:?}");
-    for e in [gpu, split, cpu] {
+    // a, b, c evaluated on the device from the recorded matrices (the default): the
+    // second job's partition uploads no a, b, c; same bytes.
+    let dev = start(BackendKind::Gpu, true, true);
+    let first = dev.submit_blocking(job()).unwrap().wait_blocking().unwrap();
+    let second = dev.submit_blocking(job()).unwrap().wait_blocking().unwrap();
+    let ops: Vec<_> = second.timings.ops.iter().map(|(n, _)| *n).collect();
+    assert!(ops.contains(&"abc_device"), "a, b, c evaluated on the device: {ops:?}");
+    assert!(!ops.contains(&"abc_host"), "not on the host: {ops:?}");
+    assert_eq!(first.proof_bytes(), c, "2KiB PoRep: recorded on the GPU engine vs CPU backend proof bytes");
+    assert_eq!(second.proof_bytes(), c, "2KiB PoRep: a, b, c on the device vs CPU backend proof bytes");
+    eprintln!("ok porep 2KiB: a, b, c on the device, ops {:?}", second.timings.ops);
+    for e in [gpu, split, cpu, dev] {
         e.shutdown();
     }
 }
@@ -174,6 +189,8 @@ fn gpu_ni_porep_2kib_aggregates_and_verifies() {
     assert_eq!(out.proofs.len(), 13);
     let bytes = out.proof_bytes();
     assert!(common::porep::verify(&f, f.sector_id, &bytes), "verify_seal rejected the GPU NI-PoRep proof");
+    // The first partition records the circuit; the others leave a, b, c to the device.
+    assert!(out.timings.ops.iter().any(|(n, _)| *n == "abc_device"), "a, b, c on the device: {:?}", out.timings.ops);
     eprintln!("ok NI-PoRep 2KiB on the GPU: 13 partitions + aggregation in {took:?}; {:?}", out.timings.ops);
     gpu.shutdown();
 }

@@ -56,6 +56,68 @@ fn c1_json_and_wrapper_prove_and_verify() {
     dense.shutdown();
 }
 
+/// A backend that leaves a, b, c to itself (as the CUDA backend does on the
+/// device) but runs on the CPU: deferred partitions are evaluated on the host.
+struct DeferringCpu;
+
+impl cuzk::gpu::Backend for DeferringCpu {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+    fn upload(&self, host: cuzk::gpu::HostPartition) -> Result<cuzk::gpu::UploadedPartition, cuzk::gpu::GpuError> {
+        cuzk::gpu::cpu::CpuBackend.upload(host)
+    }
+    fn execute(
+        &self,
+        uploaded: cuzk::gpu::UploadedPartition,
+        srs: &cuzk::ProvingKey,
+        with_b_g2: bool,
+    ) -> Result<cuzk::gpu::MsmResults, cuzk::gpu::GpuError> {
+        cuzk::gpu::Backend::execute(&cuzk::gpu::cpu::CpuBackend, uploaded, srs, with_b_g2)
+    }
+    fn abc_on_device(&self) -> bool {
+        true
+    }
+}
+
+/// With a backend that evaluates a, b, c itself, synthesis of a recorded circuit
+/// computes only the witness (`Evals::Deferred`), and the proof is byte for byte the
+/// one of the host's a, b, c: the first job records the circuit (a, b, c on the
+/// host), the second leaves them to the backend.
+#[test]
+fn a_b_c_left_to_the_backend_give_the_same_proof() {
+    let dir = param_cache();
+    let f = fixture(1);
+    let mut cfg: EngineConfig = small_config();
+    cfg.ingest.param_cache = dir;
+    cfg.verify.enabled = true;
+    let selected = cuzk::actors::services::SelectedBackend {
+        backend: std::sync::Arc::new(DeferringCpu),
+        devices: 1,
+        on_device: false,
+        pinned_bytes: 0,
+    };
+    let engine = Engine::start_with_backend(cfg, selected).unwrap();
+    let run = || {
+        engine
+            .submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id).with_seed(9))
+            .unwrap()
+            .wait_blocking()
+            .unwrap()
+    };
+    let (first, second) = (run(), run());
+    let ops = |o: &cuzk::JobOutput| o.timings.ops.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+    assert!(ops(&first).contains(&"synth_record") && !ops(&first).contains(&"abc_host"), "{:?}", ops(&first));
+    assert!(
+        ops(&second).contains(&"abc_host"),
+        "the second job's a, b, c were left to the backend: {:?}",
+        ops(&second)
+    );
+    assert!(verify(&f, f.sector_id, &second.proof_bytes()), "verify_seal rejected the proof of deferred a, b, c");
+    assert_eq!(first.proof_bytes(), second.proof_bytes(), "same C1, same randomness: same bytes");
+    engine.shutdown();
+}
+
 /// Our synthesis of every partition of `f` against bellperson's BenchCS count of
 /// filecoin-proofs' circuit.
 fn check_circuit_size(f: &C1Fixture, want: (usize, usize)) -> cuzk::synth::CircuitShape {

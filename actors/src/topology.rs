@@ -175,6 +175,8 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     crate::runtime::urgent_pool::init();
     let urgent_at = cfg.ingest.priority.express;
     let native = cfg.synthesize.native;
+    let abc_on_device = backend.abc_on_device();
+    let synth_ledger = host_ledger.clone();
     let synth = b.stage(
         move || Synthesize {
             recordings: synth_recordings.clone(),
@@ -184,6 +186,8 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
             urgent: urgent.clone(),
             urgent_at,
             native,
+            abc_on_device,
+            ledger: Some(synth_ledger.clone()),
         },
         cfg.synthesize.limits(),
         prepare.next(),

@@ -2,9 +2,61 @@
 //! backend lends (the CUDA backend's pinned host memory), so that synthesis writes
 //! them where the upload reads them and nothing copies them in between.
 
-use std::any::Any;
+use std::{any::Any, sync::Arc};
 
 use blstrs::Scalar;
+
+/// One non-zero entry of a recorded constraint matrix: a variable (`var >> 1`
+/// indexes the inputs when `var & 1` is 0, the aux variables when it is 1) and an
+/// index into the coefficient table (0 is ONE, 1 is −ONE, 2 is TWO). The layout a
+/// device reads (`#[repr(C)]`: two `u32`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct R1csEntry {
+    pub var: u32,
+    pub coeff: u32,
+}
+
+/// One recorded matrix in compressed-row form: `row_end[i]` is one past row `i`'s
+/// last entry.
+#[derive(Clone, Copy, Debug)]
+pub struct CsrView<'a> {
+    pub row_end: &'a [u32],
+    pub entries: &'a [R1csEntry],
+}
+
+/// The A and B matrices of a recorded circuit and their coefficient table
+/// (Montgomery form, as blstrs holds a `Scalar`), as a backend uploads them. C is
+/// not needed: for a satisfied witness c = a∘b, row by row.
+#[derive(Clone, Copy, Debug)]
+pub struct R1csView<'a> {
+    pub inputs: usize,
+    pub aux: usize,
+    pub a: CsrView<'a>,
+    pub b: CsrView<'a>,
+    pub coeffs: &'a [Scalar],
+}
+
+/// A circuit's recorded R1CS (cuzk-synth's `Precompiled`), for backends that
+/// evaluate a, b, c themselves ([`Evals::Deferred`]).
+pub trait Recorded: Send + Sync + std::fmt::Debug {
+    /// Rows (= constraints, one per input included).
+    fn rows(&self) -> usize;
+    /// The matrices a device evaluates.
+    fn view(&self) -> R1csView<'_>;
+    /// a, b, c = A·w, B·w, C·w on the host, for a backend that cannot evaluate
+    /// them where it runs (no room on the device, the CPU after a failover).
+    fn evaluate(&self, input: &[Scalar], aux: &[Scalar]) -> [Vec<Scalar>; 3];
+}
+
+/// a, b, c left to the backend: it evaluates them from the recording and the
+/// witness (the aux values are the L MSM's scalars; the inputs are here).
+#[derive(Clone, Debug)]
+pub struct Deferred {
+    pub rec: Arc<dyn Recorded>,
+    /// The input assignment (`ONE` first), Montgomery form.
+    pub input: Vec<Scalar>,
+}
 
 /// A lent buffer holding a, b, c back to back, `len` scalars each.
 pub trait EvalBuffer: Send + std::fmt::Debug {
@@ -30,8 +82,15 @@ pub trait EvalAlloc: Send + Sync {
 /// a, b, c of one partition.
 #[derive(Debug)]
 pub enum Evals {
-    Heap { a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar> },
+    Heap {
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    },
     Lent(Box<dyn EvalBuffer>),
+    /// Not computed on the host: the backend evaluates them (the CUDA backend, on
+    /// the device, from the recording resident there).
+    Deferred(Deferred),
 }
 
 impl Default for Evals {
@@ -51,6 +110,7 @@ impl Evals {
         match self {
             Evals::Heap { a, .. } => a.len(),
             Evals::Lent(b) => b.len(),
+            Evals::Deferred(d) => d.rec.rows(),
         }
     }
 
@@ -58,19 +118,29 @@ impl Evals {
         self.len() == 0
     }
 
-    /// a, b, c.
+    /// a, b, c (empty when [`Evals::Deferred`]).
     pub fn abc(&self) -> [&[Scalar]; 3] {
         match self {
             Evals::Heap { a, b, c } => [a, b, c],
             Evals::Lent(buf) => buf.abc(),
+            Evals::Deferred(_) => [&[], &[], &[]],
         }
     }
 
-    /// a, b, c as heap vectors (copied out of a lent buffer).
+    /// The recording and inputs when a, b, c are left to the backend.
+    pub fn deferred(&self) -> Option<&Deferred> {
+        match self {
+            Evals::Deferred(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// a, b, c as heap vectors (copied out of a lent buffer; empty when deferred).
     pub fn into_vecs(self) -> [Vec<Scalar>; 3] {
         match self {
             Evals::Heap { a, b, c } => [a, b, c],
             Evals::Lent(buf) => buf.abc().map(<[Scalar]>::to_vec),
+            Evals::Deferred(_) => [Vec::new(), Vec::new(), Vec::new()],
         }
     }
 
@@ -79,22 +149,31 @@ impl Evals {
         match self {
             Evals::Heap { a, b, c } => (a.capacity() + b.capacity() + c.capacity()) * std::mem::size_of::<Scalar>(),
             Evals::Lent(_) => 0,
+            Evals::Deferred(d) => d.input.capacity() * std::mem::size_of::<Scalar>(),
         }
     }
 }
 
-/// A clone is always on the heap.
+/// A clone is on the heap (a deferred one stays deferred, sharing the recording).
 impl Clone for Evals {
     fn clone(&self) -> Self {
+        if let Evals::Deferred(d) = self {
+            return Evals::Deferred(d.clone());
+        }
         let [a, b, c] = self.abc().map(<[Scalar]>::to_vec);
         Evals::Heap { a, b, c }
     }
 }
 
-/// Equal when the values are, wherever they live.
+/// Equal when the values are, wherever they live; deferred ones when they share
+/// the recording and the inputs.
 impl PartialEq for Evals {
     fn eq(&self, other: &Self) -> bool {
-        self.abc() == other.abc()
+        match (self.deferred(), other.deferred()) {
+            (None, None) => self.abc() == other.abc(),
+            (Some(x), Some(y)) => Arc::ptr_eq(&x.rec, &y.rec) && x.input == y.input,
+            _ => false,
+        }
     }
 }
 

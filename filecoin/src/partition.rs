@@ -6,7 +6,8 @@
 use bellperson::{Circuit, SynthesisError};
 use blstrs::Scalar;
 use cuzk_synth::{
-    synthesize_in, synthesize_native, witness_only, Assignment, Precompiled, SynthError, SynthMode, WitnessCs,
+    synthesize_deferred, synthesize_in, synthesize_native, witness_only, Assignment, Precompiled, SynthError,
+    SynthMode, WitnessCs,
 };
 
 type SynthFn = Box<dyn FnOnce(SynthMode<'_>) -> Result<(Assignment, Option<Precompiled>), SynthError> + Send>;
@@ -61,6 +62,9 @@ impl Partition {
                 synthesize_native(native, pre, Some(alloc)).map(|a| (a, None))
             }
             (SynthMode::WitnessOnly { native: true }, Some(native)) => witness_only(native).map(|a| (a, None)),
+            (SynthMode::Deferred { pre, native: true }, Some(native)) => {
+                synthesize_deferred(native, pre).map(|a| (a, None))
+            }
             (mode, _) => (self.generic)(mode),
         }
     }

@@ -214,6 +214,83 @@ extern "C" void cuzk_srs_free(cuzk_srs* s)
     }
 }
 
+// ---------------------------------------------------------------- resident R1CS
+
+// A recorded circuit's A and B matrices resident on one device (compressed rows,
+// entries {var, coeff}: var >> 1 indexes the inputs when var & 1 is 0, the aux
+// variables when 1; coeff indexes the table, 0 = ONE, 1 = -ONE, 2 = TWO), so that a
+// partition of that circuit uploads no a, b, c: cuzk_execute evaluates a = A.w and
+// b = B.w from the witness, and c = a o b (equal row by row for a satisfied
+// witness; an unsatisfied one gives a proof that fails verification either way).
+struct r1cs_entry { uint32_t var, coeff; };
+
+struct cuzk_r1cs {
+    int dev;
+    size_t rows, inputs, aux, ncoeffs;
+    uint32_t* row_end[2] = {nullptr, nullptr};
+    r1cs_entry* ent[2] = {nullptr, nullptr};
+    fr_t* coeffs = nullptr;
+    ~cuzk_r1cs()
+    {
+        for (void* p : {(void*)row_end[0], (void*)row_end[1], (void*)ent[0], (void*)ent[1], (void*)coeffs})
+            if (p) (void)cudaFree(p);
+    }
+};
+
+// Bytes per upload step (as SRS_UPLOAD_CHUNK), a yield point after each.
+static const size_t R1CS_UPLOAD_CHUNK = (size_t)400 << 20;
+
+static void upload_steps(const gpu_t& gpu, void* d, const void* h, size_t bytes, gate_hold& hold)
+{
+    for (size_t off = 0; off < bytes; off += R1CS_UPLOAD_CHUNK) {
+        size_t len = std::min(R1CS_UPLOAD_CHUNK, bytes - off);
+        CUDA_OK(cudaMemcpyAsync((char*)d + off, (const char*)h + off, len, cudaMemcpyHostToDevice, gpu[0]));
+        gpu[0].sync();
+        hold.checkpoint();
+    }
+}
+
+extern "C" RustError cuzk_r1cs_new(size_t dev, size_t rows, size_t inputs, size_t aux,
+                                   const uint32_t* a_row_end, const r1cs_entry* a_ent, size_t a_nnz,
+                                   const uint32_t* b_row_end, const r1cs_entry* b_ent, size_t b_nnz,
+                                   const fr_t* coeffs, size_t ncoeffs,
+                                   cuzk_gate_fn gate_fn, const void* gate, cuzk_r1cs** out)
+{
+    *out = nullptr;
+    CUZK_TRY
+    const gpu_t& gpu = select_gpu((int)dev);
+    std::unique_ptr<cuzk_r1cs> r{new cuzk_r1cs};
+    r->dev = (int)dev;
+    r->rows = rows;
+    r->inputs = inputs;
+    r->aux = aux;
+    r->ncoeffs = ncoeffs;
+    gate_hold hold{gate_ref{gate_fn, gate}};
+    const uint32_t* ends[2] = {a_row_end, b_row_end};
+    const r1cs_entry* ents[2] = {a_ent, b_ent};
+    size_t nnz[2] = {a_nnz, b_nnz};
+    for (int k = 0; k < 2; k++) {
+        CUDA_OK(cudaMalloc(&r->row_end[k], std::max<size_t>(rows, 1) * sizeof(uint32_t)));
+        upload_steps(gpu, r->row_end[k], ends[k], rows * sizeof(uint32_t), hold);
+        CUDA_OK(cudaMalloc(&r->ent[k], std::max<size_t>(nnz[k], 1) * sizeof(r1cs_entry)));
+        upload_steps(gpu, r->ent[k], ents[k], nnz[k] * sizeof(r1cs_entry), hold);
+    }
+    CUDA_OK(cudaMalloc(&r->coeffs, std::max<size_t>(ncoeffs, 1) * sizeof(fr_t)));
+    upload_steps(gpu, r->coeffs, coeffs, ncoeffs * sizeof(fr_t), hold);
+    *out = r.release();
+    CUZK_CATCH
+}
+
+extern "C" void cuzk_r1cs_free(cuzk_r1cs* r)
+{
+    if (!r) return;
+    try {
+        select_gpu(r->dev);
+        delete r;
+    } catch (...) {
+    }
+}
+
 // sppark allocates each MSM's temporaries (digits, sort buffers: ~100 MB for a
 // 2^22 H) from the device's default stream-ordered pool, whose release threshold is
 // 0: the memory goes back to the driver at every synchronize and is mapped again by
@@ -340,6 +417,7 @@ struct cuzk_stage {
     size_t n;
     uint32_t in_lg;
     bool lists;
+    bool device_abc;            // no a, b, c: the inputs went into c's slot (cuzk_execute evaluates them)
     size_t nones[3], nrest[3];
     uint32_t counts[4];         // copied from here: the address must outlive the copy
 };
@@ -467,14 +545,21 @@ struct cuzk_inputs {
     const affine_t* a_pts;
     const affine_t* b1_pts;
     const affine_fp2_t* b2_pts;
+    // a, b, c evaluated on the device (a, b, c null): the circuit's resident
+    // matrices, and the input assignment (Montgomery form, ONE first); the aux
+    // values are L's split scalars.
+    const cuzk_r1cs* r1cs;
+    const fr_t* w_in;
+    size_t n_in;
 };
 
 struct cuzk_outputs {
     point_t h, l, a, b1;
     point_fp2_t b2;
-    double ms[8];        // upload (copy-stream time), ntt_h (the rest of the wall until
-                         // H is ready), msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2, and
-                         // the wait for a staged upload still in flight
+    double ms[9];        // upload (copy-stream time), ntt_h (the rest of the wall until
+                         // H is ready), msm_h, msm_l, msm_a, msm_b_g1, msm_b_g2, the
+                         // wait for a staged upload still in flight, and a, b, c's
+                         // evaluation on the device (kernel time, inside ntt_h)
 };
 
 __global__ void h_on_coset(fr_t* a, const fr_t* b, const fr_t* c, fr_t z_inv, size_t n)
@@ -485,6 +570,62 @@ __global__ void h_on_coset(fr_t* a, const fr_t* b, const fr_t* c, fr_t z_inv, si
         fr_t t = a[i] * b[i];
         t -= c[i];
         a[i] = t * z_inv;
+    }
+}
+
+// The aux assignment from L's split scalars (L has one point per aux variable):
+// ones, and the rest converted to Montgomery form; the rest of w_aux is zeroed before.
+__global__ void scatter_aux(fr_t* w_aux, const uint32_t* ones, size_t nones,
+                            const uint32_t* rest_idx, const fr_t* rest_s, size_t nrest)
+{
+    size_t i = threadIdx.x + (size_t)blockIdx.x * blockDim.x;
+    size_t stride = (size_t)blockDim.x * gridDim.x;
+    for (; i < nones + nrest; i += stride) {
+        if (i < nones) {
+            w_aux[ones[i]] = fr_t::one();
+        } else {
+            fr_t v = rest_s[i - nones];
+            v.to();
+            w_aux[rest_idx[i - nones]] = v;
+        }
+    }
+}
+
+// out = M.w for rows < `rows`, 0 up to N: one thread per row. Most coefficients are
+// 1, -1 or 2 and need no multiplication (the host's products special-case them too).
+__global__ void r1cs_rows(fr_t* out, const uint32_t* row_end, const r1cs_entry* ent, const fr_t* coeffs,
+                          const fr_t* w_in, const fr_t* w_aux, size_t rows, size_t N)
+{
+    size_t i = threadIdx.x + (size_t)blockIdx.x * blockDim.x;
+    size_t stride = (size_t)blockDim.x * gridDim.x;
+    for (; i < N; i += stride) {
+        fr_t acc;
+        acc.zero();
+        if (i < rows) {
+            uint32_t e = row_end[i];
+            for (uint32_t k = i ? row_end[i - 1] : 0; k < e; k++) {
+                r1cs_entry x = ent[k];
+                fr_t v = ((x.var & 1) ? w_aux : w_in)[x.var >> 1];
+                switch (x.coeff) {
+                case 0: acc += v; break;
+                case 1: acc -= v; break;
+                case 2: acc += v; acc += v; break;
+                default: v *= coeffs[x.coeff]; acc += v;
+                }
+            }
+        }
+        out[i] = acc;
+    }
+}
+
+__global__ void hadamard(fr_t* c, const fr_t* a, const fr_t* b, size_t n)
+{
+    size_t i = threadIdx.x + (size_t)blockIdx.x * blockDim.x;
+    size_t stride = (size_t)blockDim.x * gridDim.x;
+    for (; i < n; i += stride) {
+        fr_t t = a[i];
+        t *= b[i];
+        c[i] = t;
     }
 }
 
@@ -661,12 +802,22 @@ static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
     size_t N = (size_t)1 << in->lg;
     fr_t* dv[3] = {s->d_abc, s->d_abc + N, s->d_abc + 2 * N};
     const fr_t* hv[3] = {in->a, in->b, in->c};
+    bool device_abc = !in->a;
+    if (device_abc && (!lists || !in->w_in || in->n_in + in->nl > N))
+        throw cuda_error(cudaErrorInvalidValue,
+                         std::string("a, b, c on the device need the split lists and a witness within the domain"));
     CUDA_OK(cudaEventRecord(s->t0, s->copy));
-    for (int k = 0; k < 3; k++) {
-        CUDA_OK(cudaMemcpyAsync(dv[k], hv[k], in->n * sizeof(fr_t), cudaMemcpyHostToDevice, s->copy));
-        if (N > in->n)
-            CUDA_OK(cudaMemsetAsync(dv[k] + in->n, 0, (N - in->n) * sizeof(fr_t), s->copy));
-        CUDA_OK(cudaEventRecord(s->arrived[k], s->copy));
+    if (device_abc) {
+        // The inputs at the start of c's slot, the aux values after them (filled
+        // by cuzk_execute from L's lists); c is written over them last.
+        CUDA_OK(cudaMemcpyAsync(dv[2], in->w_in, in->n_in * sizeof(fr_t), cudaMemcpyHostToDevice, s->copy));
+    } else {
+        for (int k = 0; k < 3; k++) {
+            CUDA_OK(cudaMemcpyAsync(dv[k], hv[k], in->n * sizeof(fr_t), cudaMemcpyHostToDevice, s->copy));
+            if (N > in->n)
+                CUDA_OK(cudaMemsetAsync(dv[k] + in->n, 0, (N - in->n) * sizeof(fr_t), s->copy));
+            CUDA_OK(cudaEventRecord(s->arrived[k], s->copy));
+        }
     }
     if (lists) {
         size_t off = 0, cap = std::max<size_t>(((size_t)1 << s->lg) / 8, 1);
@@ -690,9 +841,12 @@ static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
                                 cudaMemcpyHostToDevice, s->copy));
     }
     CUDA_OK(cudaEventRecord(s->t1, s->copy));
+    if (device_abc)
+        for (auto& e : s->arrived) CUDA_OK(cudaEventRecord(e, s->copy));
     s->n = in->n;
     s->in_lg = in->lg;
     s->lists = lists;
+    s->device_abc = device_abc;
     trace(select_gpu(s->dev), "upload");
 }
 
@@ -723,6 +877,14 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
             if (st->nones[k] != in->nones[k] || st->nrest[k] != in->nrest[k])
                 throw cuda_error(cudaErrorInvalidValue, std::string("staged bit-split lists differ from the inputs"));
     }
+    bool device_abc = in->r1cs != nullptr;
+    if (device_abc != st->device_abc)
+        throw cuda_error(cudaErrorInvalidValue, std::string("staging buffer holds a, b, c evaluated elsewhere"));
+    if (device_abc) {
+        const cuzk_r1cs* r = in->r1cs;
+        if (!split || r->dev != ws->dev || r->rows != in->n || r->inputs != in->n_in || r->aux != in->nl)
+            throw cuda_error(cudaErrorInvalidValue, std::string("resident matrices do not fit the partition"));
+    }
     size_t N = (size_t)1 << in->lg;
     fr_t* d_a = st->d_abc;
     fr_t* d_b = d_a + N;
@@ -739,18 +901,6 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     }
     // From here this thread queues work on the device's streams.
     gate_hold hold{gate};
-
-    // Coefficients (iNTT, natural in, bit-reversed out) and evaluations on the coset
-    // g*<w> (NTT, bit-reversed in, natural out); each compute stream waits only for
-    // its own array.
-    for (int k = 0; k < 3; k++) {
-        stream_t& s = gpu[k];
-        CUDA_OK(cudaStreamWaitEvent(s, st->arrived[k], 0));
-        NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
-        trace(gpu, "intt");
-        NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
-        trace(gpu, "coset ntt");
-    }
     const uint32_t* d_ones[3] = {nullptr, nullptr, nullptr};
     const uint32_t* d_rest[3] = {nullptr, nullptr, nullptr};
     const fr_t* d_rest_s[3] = {nullptr, nullptr, nullptr};
@@ -764,6 +914,55 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
             off += in->nrest[k];
             d_rest_s[k] = st->d_rest + k * cap;
         }
+    }
+
+    out->ms[8] = 0;
+    if (device_abc) {
+        // w = (inputs, aux) in c's slot, a = A.w, b = B.w, then c = a o b over w.
+        const cuzk_r1cs* r = in->r1cs;
+        stream_t& s0 = gpu[0];
+        CUDA_OK(cudaStreamWaitEvent(s0, st->t1, 0));
+        cudaEvent_t e0, e1;
+        CUDA_OK(cudaEventCreate(&e0));
+        CUDA_OK(cudaEventCreate(&e1));
+        struct evs { cudaEvent_t a, b; ~evs() { (void)cudaEventDestroy(a); (void)cudaEventDestroy(b); } } own{e0, e1};
+        CUDA_OK(cudaEventRecord(e0, s0));
+        fr_t* w_in = d_c;
+        fr_t* w_aux = d_c + in->n_in;
+        CUDA_OK(cudaMemsetAsync(w_aux, 0, in->nl * sizeof(fr_t), s0));
+        size_t nl = in->nones[0] + in->nrest[0];
+        if (nl) {
+            scatter_aux<<<(unsigned)std::min<size_t>((nl + 255) / 256, (size_t)gpu.sm_count() * 8), 256, 0, s0>>>(
+                w_aux, d_ones[0], in->nones[0], d_rest[0], d_rest_s[0], in->nrest[0]);
+            CUDA_OK(cudaGetLastError());
+        }
+        unsigned blocks = (unsigned)std::min<size_t>((N + 255) / 256, (size_t)gpu.sm_count() * 16);
+        for (int k = 0; k < 2; k++) {
+            r1cs_rows<<<blocks, 256, 0, s0>>>(dv[k], r->row_end[k], r->ent[k], r->coeffs, w_in, w_aux, in->n, N);
+            CUDA_OK(cudaGetLastError());
+        }
+        hadamard<<<blocks, 256, 0, s0>>>(d_c, d_a, d_b, N);
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaEventRecord(e1, s0));
+        // Every NTT stream starts from the evaluated arrays.
+        for (int k = 1; k < 3; k++) CUDA_OK(cudaStreamWaitEvent(gpu[k], e1, 0));
+        CUDA_OK(cudaEventSynchronize(e1));
+        float evms = 0;
+        CUDA_OK(cudaEventElapsedTime(&evms, e0, e1));
+        out->ms[8] = evms;
+        trace(gpu, "a, b, c on the device");
+    }
+
+    // Coefficients (iNTT, natural in, bit-reversed out) and evaluations on the coset
+    // g*<w> (NTT, bit-reversed in, natural out); each compute stream waits only for
+    // its own array.
+    for (int k = 0; k < 3; k++) {
+        stream_t& s = gpu[k];
+        CUDA_OK(cudaStreamWaitEvent(s, st->arrived[k], 0));
+        NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
+        trace(gpu, "intt");
+        NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
+        trace(gpu, "coset ntt");
     }
 
     event_t ev_b, ev_c;

@@ -164,6 +164,14 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Whether this backend evaluates a, b, c itself from a partition's recorded
+    /// matrices ([`Evals::Deferred`]), so that pre-compiled synthesis computes the
+    /// witness alone. The CUDA backend does (on the device, `abc_on_device`); a
+    /// deferred partition reaching the CPU backend is evaluated on the host.
+    fn abc_on_device(&self) -> bool {
+        false
+    }
+
     /// Whether [`Backend::execute`] computes H (the NTTs) in host memory. Only then
     /// does a partition's host reservation include H, its byte form and the NTT
     /// twiddles (2.5 × domain × 32 bytes: 10.7 GB at 2^27). The CUDA backend keeps

@@ -114,6 +114,11 @@ pub(crate) mod cuda {
         _opaque: [u8; 0],
     }
 
+    #[repr(C)]
+    pub struct R1cs {
+        _opaque: [u8; 0],
+    }
+
     /// Mirrors `cuzk_inputs`. Scalars: `Scalar` is `#[repr(transparent)]` over
     /// blst_fr, the same bytes as sppark's host `fr_t` (Montgomery form).
     #[repr(C)]
@@ -141,6 +146,9 @@ pub(crate) mod cuda {
         pub a_pts: *const G1Affine,
         pub b1_pts: *const G1Affine,
         pub b2_pts: *const G2Affine,
+        pub r1cs: *const R1cs,
+        pub w_in: *const Scalar,
+        pub n_in: usize,
     }
 
     /// Mirrors `cuzk_outputs`: sppark's host `jacobian_t` has blst_p1/blst_p2's layout.
@@ -151,7 +159,7 @@ pub(crate) mod cuda {
         pub a: blst_p1,
         pub b1: blst_p1,
         pub b2: blst_p2,
-        pub ms: [f64; 8],
+        pub ms: [f64; 9],
     }
 
     /// `cuzk_gate_fn`: a device's yield points (`gate.rs`).
@@ -188,6 +196,25 @@ pub(crate) mod cuda {
             out: *mut *mut Srs,
         ) -> sppark::Error;
         pub fn cuzk_srs_free(s: *mut Srs);
+        #[allow(clippy::too_many_arguments)]
+        pub fn cuzk_r1cs_new(
+            dev: usize,
+            rows: usize,
+            inputs: usize,
+            aux: usize,
+            a_row_end: *const u32,
+            a_ent: *const cuzk_core::R1csEntry,
+            a_nnz: usize,
+            b_row_end: *const u32,
+            b_ent: *const cuzk_core::R1csEntry,
+            b_nnz: usize,
+            coeffs: *const Scalar,
+            ncoeffs: usize,
+            gate_fn: Option<GateFn>,
+            gate: *const c_void,
+            out: *mut *mut R1cs,
+        ) -> sppark::Error;
+        pub fn cuzk_r1cs_free(r: *mut R1cs);
         pub fn cuzk_ws_new(dev: usize, lg: u32, out: *mut *mut Ws) -> sppark::Error;
         pub fn cuzk_ws_free(w: *mut Ws);
         pub fn cuzk_stage_new(dev: usize, lg: u32, out: *mut *mut StageBuf) -> sppark::Error;
@@ -317,6 +344,67 @@ pub(crate) mod cuda {
         fn drop(&mut self) {
             // SAFETY: created by cuzk_srs_new, freed once.
             unsafe { cuzk_srs_free(self.0) }
+        }
+    }
+
+    /// A recorded circuit's A and B matrices resident on a device (a, b, c
+    /// evaluated there); freed on drop.
+    pub struct ResidentR1cs(*mut R1cs);
+    // SAFETY: the handle is only used under the owning device's lock.
+    unsafe impl Send for ResidentR1cs {}
+
+    impl ResidentR1cs {
+        pub fn new(dev: usize, v: &cuzk_core::R1csView<'_>, gate: Option<&Gate>) -> Result<Self, (i32, String)> {
+            let rows = v.a.row_end.len();
+            if v.b.row_end.len() != rows {
+                return Err((-1, format!("A has {rows} rows, B {}", v.b.row_end.len())));
+            }
+            let mut out = std::ptr::null_mut();
+            let (gate_fn, gate) = gate_args(gate);
+            // SAFETY: the slices are valid for their lengths for the duration of the
+            // call (copied to the device); R1csEntry is #[repr(C)] {u32, u32} as
+            // `r1cs_entry`, Scalar the Montgomery bytes of `fr_t`. The kernels index
+            // the entries by `row_end` and the witness by `var`: a recording's
+            // (cuzk-synth) are within bounds by construction and checked against
+            // the partition's inputs and aux count before every use.
+            check(unsafe {
+                cuzk_r1cs_new(
+                    dev,
+                    rows,
+                    v.inputs,
+                    v.aux,
+                    v.a.row_end.as_ptr(),
+                    v.a.entries.as_ptr(),
+                    v.a.entries.len(),
+                    v.b.row_end.as_ptr(),
+                    v.b.entries.as_ptr(),
+                    v.b.entries.len(),
+                    v.coeffs.as_ptr(),
+                    v.coeffs.len(),
+                    gate_fn,
+                    gate,
+                    &mut out,
+                )
+            })?;
+            Ok(ResidentR1cs(out))
+        }
+
+        pub fn ptr(&self) -> *const R1cs {
+            self.0
+        }
+
+        /// Device bytes the matrices of `v` take.
+        pub fn bytes(v: &cuzk_core::R1csView<'_>) -> u64 {
+            ((v.a.row_end.len() + v.b.row_end.len()) * 4
+                + (v.a.entries.len() + v.b.entries.len()) * 8
+                + v.coeffs.len() * 32) as u64
+        }
+    }
+
+    impl Drop for ResidentR1cs {
+        fn drop(&mut self) {
+            // SAFETY: created by cuzk_r1cs_new, freed once.
+            unsafe { cuzk_r1cs_free(self.0) }
         }
     }
 

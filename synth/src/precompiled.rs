@@ -25,21 +25,16 @@ use crate::{
 
 /// One non-zero matrix entry: a variable (inputs tagged by the low bit) and an
 /// index into the coefficient table (0 is `ONE`, which needs no multiplication).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
-    pub(crate) var: u32,
-    pub(crate) coeff: u32,
-}
+/// cuzk-core's type, laid out as a device reads it.
+pub(crate) type Entry = cuzk_core::R1csEntry;
 
-impl Entry {
-    #[inline]
-    fn new(index: Index, coeff: u32) -> Option<Self> {
-        let var = match index {
-            Index::Input(i) => u32::try_from(i).ok()?.checked_mul(2)?,
-            Index::Aux(i) => u32::try_from(i).ok()?.checked_mul(2)? | 1,
-        };
-        Some(Entry { var, coeff })
-    }
+#[inline]
+fn entry(index: Index, coeff: u32) -> Option<Entry> {
+    let var = match index {
+        Index::Input(i) => u32::try_from(i).ok()?.checked_mul(2)?,
+        Index::Aux(i) => u32::try_from(i).ok()?.checked_mul(2)? | 1,
+    };
+    Some(Entry { var, coeff })
 }
 
 /// Coefficient-table slots with a cheaper evaluation than a multiplication.
@@ -149,6 +144,31 @@ impl Precompiled {
     }
 }
 
+/// What a backend that evaluates a, b, c itself reads ([`Evals::Deferred`]).
+impl cuzk_core::Recorded for Precompiled {
+    fn rows(&self) -> usize {
+        self.constraints()
+    }
+
+    fn view(&self) -> cuzk_core::R1csView<'_> {
+        fn csr(m: &Matrix) -> cuzk_core::CsrView<'_> {
+            cuzk_core::CsrView { row_end: &m.row_end, entries: &m.entries }
+        }
+        cuzk_core::R1csView {
+            inputs: self.inputs,
+            aux: self.aux,
+            a: csr(&self.a),
+            b: csr(&self.b),
+            coeffs: &self.coeffs,
+        }
+    }
+
+    fn evaluate(&self, input: &[Scalar], aux: &[Scalar]) -> [Vec<Scalar>; 3] {
+        let n = self.constraints();
+        product_vecs(self, [input, aux], n, product_threads(n))
+    }
+}
+
 /// Records matrices while evaluating them, as [`ProvingAssignment`] does.
 struct Recorder {
     cs: ProvingAssignment,
@@ -190,7 +210,7 @@ impl Recorder {
                 continue;
             }
             let coeff = self.coeff(c);
-            match Entry::new(index, coeff) {
+            match entry(index, coeff) {
                 Some(e) => row.push(e),
                 None => self.too_large = true,
             }
@@ -367,6 +387,10 @@ pub enum SynthMode<'a> {
     /// even where a native generator exists (`synthesize.native = false`, and the
     /// reference the differential tests compare the native generators with).
     PrecompiledGeneric(&'a Precompiled, Option<&'a dyn EvalAlloc>),
+    /// Witness only, a, b, c left to the backend ([`Evals::Deferred`]: the CUDA
+    /// backend evaluates them on the device from the recording). `native`: the
+    /// partition's native generator where it has one.
+    Deferred { pre: &'a std::sync::Arc<Precompiled>, native: bool },
     /// The witness alone, with no recording: the assignment's `input` and `aux`,
     /// with a, b, c and the densities empty. For comparing a native generator with
     /// the circuit where recording it does not fit in memory (a 32GiB partition),
@@ -383,6 +407,7 @@ impl SynthMode<'_> {
             SynthMode::Precompiled(pre) => Some((pre, None)),
             SynthMode::PrecompiledInto(pre, alloc) => Some((pre, Some(alloc))),
             SynthMode::PrecompiledGeneric(pre, alloc) => Some((pre, alloc)),
+            SynthMode::Deferred { pre, .. } => Some((pre, None)),
         }
     }
 }
@@ -408,6 +433,7 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
             synthesize_precompiled_into(circuit, pre, alloc).map(|a| (a, None))
         }
         SynthMode::WitnessOnly { .. } => witness_only(|cs| circuit.synthesize(cs)).map(|a| (a, None)),
+        SynthMode::Deferred { pre, .. } => synthesize_deferred(|cs| circuit.synthesize(cs), pre).map(|a| (a, None)),
     }
 }
 
@@ -473,6 +499,35 @@ pub fn synthesize_native<G>(
 where
     G: FnOnce(&mut WitnessCs) -> Result<(), SynthesisError>,
 {
+    let cs = recorded_witness(generate, pre)?;
+    let n = pre.constraints();
+    let w = [cs.input.as_slice(), cs.aux.as_slice()];
+    let threads = product_threads(n);
+    let abc = match alloc.and_then(|al| al.alloc(n)).filter(|b| b.len() == n) {
+        Some(mut buf) => {
+            products(pre, w, buf.abc_mut(), threads);
+            Evals::Lent(buf)
+        }
+        None => {
+            let [a, b, c] = product_vecs(pre, w, n, threads);
+            Evals::heap(a, b, c)
+        }
+    };
+    Ok(Assignment {
+        abc,
+        input: cs.input,
+        aux: cs.aux,
+        a_aux_density: pre.a_aux_density.clone(),
+        b_input_density: pre.b_input_density.clone(),
+        b_aux_density: pre.b_aux_density.clone(),
+    })
+}
+
+/// The witness of a circuit recorded as `pre`, its sizes checked against it.
+fn recorded_witness<G>(generate: G, pre: &Precompiled) -> Result<WitnessCs, SynthError>
+where
+    G: FnOnce(&mut WitnessCs) -> Result<(), SynthesisError>,
+{
     let mut cs = WitnessCs::with_capacity(pre);
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     generate(&mut cs)?;
@@ -489,21 +544,22 @@ where
             pre.constraints()
         )));
     }
-    let n = pre.constraints();
-    let w = [cs.input.as_slice(), cs.aux.as_slice()];
-    let threads = product_threads(n);
-    let abc = match alloc.and_then(|al| al.alloc(n)).filter(|b| b.len() == n) {
-        Some(mut buf) => {
-            products(pre, w, buf.abc_mut(), threads);
-            Evals::Lent(buf)
-        }
-        None => {
-            let [a, b, c] = product_vecs(pre, w, n, threads);
-            Evals::heap(a, b, c)
-        }
-    };
+    Ok(cs)
+}
+
+/// [`SynthMode::Deferred`]: the witness by `generate` (checked against `pre` as
+/// [`synthesize_native`] does), a, b, c left to the backend with the recording.
+///
+/// # Errors
+/// As [`synthesize_precompiled`].
+pub fn synthesize_deferred<G>(generate: G, pre: &std::sync::Arc<Precompiled>) -> Result<Assignment, SynthError>
+where
+    G: FnOnce(&mut WitnessCs) -> Result<(), SynthesisError>,
+{
+    let cs = recorded_witness(generate, pre)?;
+    let rec: std::sync::Arc<dyn cuzk_core::Recorded> = pre.clone();
     Ok(Assignment {
-        abc,
+        abc: Evals::Deferred(cuzk_core::Deferred { rec, input: cs.input.clone() }),
         input: cs.input,
         aux: cs.aux,
         a_aux_density: pre.a_aux_density.clone(),

@@ -42,6 +42,9 @@ pub trait RecordingStore: Send + Sync {
     /// What the next partition proved against `key` should do; [`Plan::Record`]
     /// claims the recording for the caller.
     fn plan(&self, key: &Arc<ProvingKey>) -> Plan;
+    /// Whether a recording for `key` is held now ([`RecordingStore::plan`] would
+    /// give [`Plan::Use`]), without claiming anything.
+    fn is_ready(&self, key: &Arc<ProvingKey>) -> bool;
     /// The claimed recording is done (`None`: the circuit could not be recorded).
     ///
     /// # Errors

@@ -57,6 +57,11 @@ pub struct BackendConfig {
     /// runs between the kernels of the partition on one (its yield points), with
     /// its own workspace; false: it waits for that partition to end.
     pub deadline_lane: bool,
+    /// Pre-compiled partitions (PoRep, WindowPoSt, SnapDeals) leave a, b, c to the
+    /// GPU: the host computes the witness alone and each device evaluates a, b, c
+    /// from the circuit's recorded A and B matrices, kept resident beside the
+    /// parameters (c = a∘b). false: the host computes and uploads a, b, c.
+    pub abc_on_device: bool,
 }
 
 impl Default for BackendConfig {
@@ -70,6 +75,7 @@ impl Default for BackendConfig {
             device_buffers: 2,
             device_timeout_secs: cuzk_gpu::cuda::DEFAULT_DEVICE_TIMEOUT_SECS,
             deadline_lane: true,
+            abc_on_device: true,
         }
     }
 }
@@ -119,6 +125,7 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
         device_buffers: cfg.device_buffers,
         device_timeout: (cfg.device_timeout_secs > 0).then(|| std::time::Duration::from_secs(cfg.device_timeout_secs)),
         deadline_lane: cfg.deadline_lane,
+        abc_on_device: cfg.abc_on_device,
     };
     match CudaBackend::new(opts) {
         Ok(b) => {

@@ -308,6 +308,9 @@ impl RecordingStore for RecordingCache {
     fn plan(&self, key: &Arc<ProvingKey>) -> Plan {
         RecordingCache::plan(self, key)
     }
+    fn is_ready(&self, key: &Arc<ProvingKey>) -> bool {
+        self.enabled && Self::find(&mut self.lock(), key).is_some_and(|s| matches!(s.state, State::Ready(..)))
+    }
     fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) -> Result<(), StageError> {
         RecordingCache::recorded(self, key, pre)
     }

@@ -40,6 +40,14 @@ pub struct Synthesize {
     /// `synthesize.native`: pre-compiled synthesis uses a circuit's native witness
     /// generator where it has one.
     pub native: bool,
+    /// The backend evaluates a, b, c itself from the recording
+    /// ([`cuzk_gpu::Backend::abc_on_device`]): pre-compiled synthesis computes the
+    /// witness alone.
+    pub abc_on_device: bool,
+    /// The host budget, charged when a partition admitted with the witness-only
+    /// reservation must compute a, b, c on the host after all (its recording was
+    /// dropped in between).
+    pub ledger: Option<Arc<crate::budget::Ledger>>,
 }
 
 /// Lowers the calling thread's priority to `nice` once per thread (Linux: the nice
@@ -90,9 +98,9 @@ pub fn partition_bytes_for_shape(shape: &cuzk_core::CircuitShape, ntt_on_host: b
 }
 
 /// What a partition's reservation of `reserved` bytes still needs once synthesis has
-/// written a, b, c into a lent buffer: the buffer is in the backend's pinned pool,
-/// which the host budget already leaves out (`backend.pinned_memory`), so their
-/// share (padded to the domain of `m` elements, as [`partition_bytes`] counts them)
+/// written a, b, c into a lent buffer (the buffer is in the backend's pinned pool,
+/// which the host budget already leaves out: `backend.pinned_memory`) or left them
+/// to the backend (deferred: never on the host), so their share (padded to the domain of `m` elements, as [`partition_bytes`] counts them)
 /// goes back. At 2^27: 12.9 GB of 26.5 GB.
 fn held_when_lent(reserved: u64, m: usize) -> u64 {
     reserved.saturating_sub(3 * 32 * m as u64)
@@ -111,7 +119,10 @@ impl Stage for Synthesize {
     const NAME: StageName = StageName::Synthesize;
 
     fn reservation_bytes(&self, item: &WorkItem<PartitionCircuit>) -> Result<u64, StageError> {
-        Ok(partition_bytes(item.job.srs(), self.ntt_on_host))
+        let srs = item.job.srs();
+        let full = partition_bytes(srs, self.ntt_on_host);
+        // A recorded circuit whose a, b, c the backend evaluates never holds them.
+        Ok(if self.defers(&item.payload, srs) { held_when_lent(full, srs.domain_size()) } else { full })
     }
 
     fn process(&self, item: WorkItem<PartitionCircuit>) -> Result<Vec<WorkItem<Assignment>>, StageError> {
@@ -125,11 +136,27 @@ impl Stage for Synthesize {
 }
 
 impl Synthesize {
+    /// Whether `circuit`'s a, b, c will be left to the backend: it evaluates them,
+    /// and the circuit's recording is there.
+    fn defers(&self, circuit: &PartitionCircuit, srs: &Arc<ProvingKey>) -> bool {
+        self.abc_on_device && circuit.0.precompile() && self.recordings.is_ready(srs)
+    }
+
     fn synthesize(&self, item: WorkItem<PartitionCircuit>) -> Result<Vec<WorkItem<Assignment>>, StageError> {
         let (PartitionCircuit(circuit), mut base) = item.take();
         base.job.mark_started();
         let key = base.job.srs().clone();
         let plan = if circuit.precompile() { self.recordings.plan(&key) } else { Plan::Plain };
+        // Admitted without room for a, b, c (`reservation_bytes`) but computing
+        // them here after all: the rest is charged now (the memory is about to be
+        // allocated whatever the budget says; waiting could deadlock).
+        let full = partition_bytes(&key, self.ntt_on_host);
+        let deferred = self.abc_on_device && matches!(plan, Plan::Use(_));
+        if let (false, Some(r), Some(ledger)) = (deferred, base.reservation.as_mut(), &self.ledger) {
+            if r.bytes() < full {
+                r.merge(ledger.charge(full - r.bytes()));
+            }
+        }
         // A recording that panics must not leave its slot claimed forever.
         let _guard = matches!(plan, Plan::Record).then(|| AbandonOnPanic(self.recordings.as_ref(), &key));
         let t = Instant::now();
@@ -139,6 +166,7 @@ impl Synthesize {
             Plan::Use(pre) => {
                 let alloc = self.evals.as_deref();
                 let mode = match (self.native, alloc) {
+                    _ if self.abc_on_device => SynthMode::Deferred { pre, native: self.native },
                     (false, alloc) => SynthMode::PrecompiledGeneric(pre, alloc),
                     (true, Some(alloc)) => SynthMode::PrecompiledInto(pre, alloc),
                     (true, None) => SynthMode::Precompiled(pre),
@@ -163,8 +191,10 @@ impl Synthesize {
         base.trace.add_ops(&[(op, t.elapsed())]);
         // Fail here, with the sizes, rather than deep inside an MSM.
         base.job.srs().check_shape(&assignment.shape()).map_err(StageError::failed)?;
-        if let (Evals::Lent(_), Some(r)) = (&assignment.abc, base.reservation.as_mut()) {
-            r.shrink_to(held_when_lent(r.bytes(), base.job.srs().domain_size()));
+        // Lent a, b, c are in the pinned pool; deferred ones are never on the host.
+        if let (Evals::Lent(_) | Evals::Deferred(_), Some(r)) = (&assignment.abc, base.reservation.as_mut()) {
+            // (A deferred partition's reservation left them out from the start.)
+            r.shrink_to(held_when_lent(full, base.job.srs().domain_size()));
         }
         Ok(vec![base.with(assignment)])
     }

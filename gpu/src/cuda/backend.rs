@@ -68,12 +68,17 @@ impl Backend for CudaBackend {
                     MsmScalars::Dense(_) => MsmScalars::Dense(Vec::new()),
                     split => split,
                 };
+                // A deferred partition's a, b, c stay deferred (nothing was copied).
+                let abc = match host.abc {
+                    Evals::Deferred(d) => Evals::Deferred(d),
+                    _ => Evals::default(),
+                };
                 host = HostPartition {
+                    abc,
                     domain_log2,
                     l_scalars: keep(host.l_scalars),
                     a_scalars: keep(host.a_scalars),
                     b_scalars: keep(host.b_scalars),
-                    ..HostPartition::default()
                 };
                 Some(pp)
             }
@@ -138,6 +143,11 @@ impl Backend for CudaBackend {
             return Staged::default();
         }
         let arrays = Arrays::of(&uploaded.host, uploaded.pinned.as_ref(), true);
+        // A deferred partition whose a, b, c cannot be evaluated on the device is
+        // evaluated on the host at execution and uploaded then.
+        if arrays.deferred.is_some() && !(self.opts.abc_on_device && arrays.device_abc()) {
+            return Staged::default();
+        }
         let lg = arrays.lg;
         let fits = |dev: usize, after: u64, need: u64| {
             let device = &self.devices[dev];
@@ -170,6 +180,10 @@ impl Backend for CudaBackend {
 
     fn ntt_on_host(&self) -> bool {
         false
+    }
+
+    fn abc_on_device(&self) -> bool {
+        self.opts.abc_on_device
     }
 
     fn set_host_charge(&self, charge: crate::HostCharge) {

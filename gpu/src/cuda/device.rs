@@ -29,10 +29,19 @@ pub(super) struct Resident {
     pub(super) last_used: Instant,
 }
 
+/// A recorded circuit's A and B matrices on the device (a, b, c evaluated there).
+pub(super) struct ResidentMatrices {
+    key: Weak<dyn cuzk_core::Recorded>,
+    pub(super) r1cs: cuda::ResidentR1cs,
+    pub(super) bytes: u64,
+    pub(super) last_used: Instant,
+}
+
 #[derive(Default)]
 pub(super) struct DeviceState {
     pub(super) ws: Option<cuda::Workspace>,
     pub(super) resident: Vec<Resident>,
+    pub(super) matrices: Vec<ResidentMatrices>,
     /// The device's lane (deadline work beside the bulk partition), not the
     /// device's own state.
     pub(super) lane: bool,
@@ -42,7 +51,9 @@ impl DeviceState {
     /// Device bytes held here: the workspace and the resident sets (the staging
     /// buffers are counted by `Staging`).
     pub(super) fn reserved(&self) -> u64 {
-        self.ws.as_ref().map_or(0, |w| ws_bytes(w.lg)) + self.resident.iter().map(|r| r.bytes).sum::<u64>()
+        self.ws.as_ref().map_or(0, |w| ws_bytes(w.lg))
+            + self.resident.iter().map(|r| r.bytes).sum::<u64>()
+            + self.matrices.iter().map(|m| m.bytes).sum::<u64>()
     }
 }
 
@@ -107,6 +118,64 @@ impl Device {
 }
 
 impl CudaBackend {
+    /// Makes `rec`'s matrices resident on the device if they fit beside what is
+    /// there (a free second staging buffer gives way; resident parameters and
+    /// other matrices do not: without matrices a partition's a, b, c are computed
+    /// on the host, without parameters every MSM streams its points). Returns the
+    /// index in `st.matrices`.
+    pub(super) fn ensure_matrices(
+        &self,
+        dev: usize,
+        st: &mut DeviceState,
+        rec: &std::sync::Arc<dyn cuzk_core::Recorded>,
+    ) -> Option<usize> {
+        st.matrices.retain(|m| m.key.strong_count() > 0);
+        let key = Arc::downgrade(rec);
+        if let Some(i) = st.matrices.iter().position(|m| Weak::ptr_eq(&m.key, &key)) {
+            st.matrices[i].last_used = Instant::now();
+            return Some(i);
+        }
+        let view = rec.view();
+        let need = cuda::ResidentR1cs::bytes(&view);
+        let device = &self.devices[dev];
+        loop {
+            let free = cuda::info(device.info.index).map(|i| i.free_mem as u64).unwrap_or(0);
+            if st.reserved() + device.others(st) + self.staging.bytes(dev) + need <= device.budget
+                && free >= need + self.opts.vram_margin
+            {
+                break;
+            }
+            if !st.lane && self.staging.trim(dev, 1) > 0 {
+                continue;
+            }
+            // Matrices of another circuit, least recently used first.
+            let Some(lru) = st.matrices.iter().enumerate().min_by_key(|(_, m)| m.last_used).map(|(i, _)| i) else {
+                warn!(device = dev, need, free, "constraint matrices do not fit in device memory; a, b, c on the host");
+                return None;
+            };
+            let m = st.matrices.swap_remove(lru);
+            info!(device = dev, bytes = m.bytes, "evicting resident constraint matrices");
+        }
+        let t = Instant::now();
+        match cuda::ResidentR1cs::new(device.info.index, &view, device.gate_for(st)) {
+            Ok(r1cs) => {
+                info!(
+                    device = dev,
+                    bytes = need,
+                    ms = t.elapsed().as_millis() as u64,
+                    "constraint matrices resident on device"
+                );
+                st.matrices.push(ResidentMatrices { key, r1cs, bytes: need, last_used: Instant::now() });
+                device.publish(st);
+                Some(st.matrices.len() - 1)
+            }
+            Err((code, msg)) => {
+                warn!(device = dev, code, error = %msg, "could not make constraint matrices resident; a, b, c on the host");
+                None
+            }
+        }
+    }
+
     fn resident_bytes(srs: &ProvingKey) -> u64 {
         device_resident_bytes(srs.h.len(), srs.l.len(), srs.a.len(), srs.b_g1.len(), srs.b_g2.len())
     }

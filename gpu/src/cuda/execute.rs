@@ -34,6 +34,8 @@ pub(super) struct Arrays<'a> {
     with_b_g2: bool,
     /// Deadline work: runs from a staging buffer of its own (staging.rs).
     pub(super) urgent: bool,
+    /// a, b, c left to the backend (null pointers above, counts the rows).
+    pub(super) deferred: Option<&'a cuzk_core::Deferred>,
 }
 
 impl<'a> Arrays<'a> {
@@ -48,9 +50,13 @@ impl<'a> Arrays<'a> {
             split: [None; 3],
             with_b_g2,
             urgent: false,
+            deferred: p.abc.deferred(),
         };
         for (i, s) in p.abc.abc().into_iter().enumerate() {
-            (arrays.ptrs[i], arrays.counts[i]) = pinned(i).unwrap_or((s.as_ptr().cast(), s.len()));
+            (arrays.ptrs[i], arrays.counts[i]) = match arrays.deferred {
+                Some(_) => (std::ptr::null(), p.abc.len()),
+                None => pinned(i).unwrap_or((s.as_ptr().cast(), s.len())),
+            };
         }
         for (k, s) in [&p.l_scalars, &p.a_scalars, &p.b_scalars].into_iter().enumerate() {
             (arrays.ptrs[3 + k], arrays.counts[3 + k]) = match s {
@@ -74,6 +80,45 @@ impl Arrays<'_> {
         let cap = (1usize << self.lg) / 8;
         let total: usize = [l, a, b].iter().map(|s| s.ones.len() + s.rest.len()).sum();
         ([l, a, b].iter().all(|s| s.rest.len() <= cap) && total <= 3 << self.lg).then_some([l, a, b])
+    }
+
+    /// Whether a deferred partition can have a, b, c evaluated on the device: its
+    /// aux values come from L's split lists, and the witness fits in c's slot.
+    pub(super) fn device_abc(&self) -> bool {
+        self.deferred.is_some_and(|d| self.device_split().is_some() && d.input.len() + self.counts[3] <= 1 << self.lg)
+    }
+
+    /// The same arrays with a, b, c evaluated on the host.
+    fn with_abc<'b>(&'b self, abc: &'b [Vec<Scalar>; 3]) -> Arrays<'b> {
+        let mut ptrs = self.ptrs;
+        let mut counts = self.counts;
+        for i in 0..3 {
+            (ptrs[i], counts[i]) = (abc[i].as_ptr().cast(), abc[i].len());
+        }
+        Arrays {
+            ptrs,
+            counts,
+            lg: self.lg,
+            split: self.split,
+            with_b_g2: self.with_b_g2,
+            urgent: self.urgent,
+            deferred: None,
+        }
+    }
+
+    /// A deferred partition's a, b, c on the host.
+    fn evaluate_on_host(&self) -> Result<[Vec<Scalar>; 3], GpuError> {
+        let d = self.deferred.expect("only deferred partitions are evaluated here");
+        let dense: &[crate::ScalarBytes] = match self.split[0] {
+            Some(_) => &[],
+            // SAFETY: a dense L vector's pointer and count are the host or pinned
+            // array it was given by (`of`), alive as long as the partition.
+            None if !self.ptrs[3].is_null() => unsafe {
+                std::slice::from_raw_parts(self.ptrs[3].cast::<crate::ScalarBytes>(), self.counts[3])
+            },
+            None => &[],
+        };
+        crate::cpu::evaluate_deferred(d, self.split[0], dense)
     }
 }
 
@@ -116,6 +161,10 @@ pub(super) fn inputs(
         a_pts: srs.map_or(std::ptr::null(), |s| s.a.as_ptr()),
         b1_pts: srs.map_or(std::ptr::null(), |s| s.b_g1.as_ptr()),
         b2_pts: srs.map_or(std::ptr::null(), |s| s.b_g2.as_ptr()),
+        // Set by the execution that has the matrices resident.
+        r1cs: std::ptr::null(),
+        w_in: arr.deferred.map_or(std::ptr::null(), |d| d.input.as_ptr()),
+        n_in: arr.deferred.map_or(0, |d| d.input.len()),
     };
     if let Some(l) = split {
         inputs.ones = [0, 1, 2].map(|k| l[k].ones.as_ptr());
@@ -204,8 +253,12 @@ impl CudaBackend {
                           // The workspace is required; resident parameters are not: evict them
                           // (least recently used first) until the workspace fits the budget.
             while st.reserved() + device.others(st) + self.staging.bytes(dev) + need > device.budget
-                && !st.resident.is_empty()
+                && !(st.resident.is_empty() && st.matrices.is_empty())
             {
+                if st.matrices.pop().is_some() {
+                    info!(device = dev, "evicting resident constraint matrices for the workspace");
+                    continue;
+                }
                 let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
                 let r = st.resident.swap_remove(lru);
                 info!(device = dev, bytes = r.bytes, "evicting resident parameters for the workspace");
@@ -222,6 +275,10 @@ impl CudaBackend {
             let free = cuda::info(index).map(|i| i.free_mem as u64).unwrap_or(0);
             if st.reserved() + others + after <= device.budget && free >= need + margin {
                 return true;
+            }
+            if may_evict && st.matrices.pop().is_some() {
+                info!(device = dev, "evicting resident constraint matrices for a staging buffer");
+                continue;
             }
             if !may_evict || st.resident.is_empty() {
                 return may_evict && st.reserved() + others + after <= device.budget;
@@ -241,6 +298,34 @@ impl CudaBackend {
         // The device split needs resident points (the sums and gathers address
         // them); otherwise split vectors are rebuilt in full for the plain MSMs.
         let split = arr.device_split().filter(|_| resident.is_some());
+        // a, b, c left to the backend: evaluated here from the matrices resident
+        // on the device, or on the host where they cannot be (no room, no device
+        // split), and then uploaded as before.
+        let mut matrices = None;
+        let mut host_abc = None;
+        let mut abc_ops = Vec::new();
+        if let Some(d) = arr.deferred {
+            if self.opts.abc_on_device && split.is_some() && arr.device_abc() {
+                matrices = self.ensure_matrices(dev, st, &d.rec);
+            }
+            if matrices.is_none() {
+                let n = arr.counts[0] as u64;
+                let _charge = self.host_charge.get().map(|charge| charge(3 * 32 * n));
+                let t = std::time::Instant::now();
+                host_abc = Some(arr.evaluate_on_host()?);
+                abc_ops.push(("abc_host", t.elapsed()));
+            }
+        }
+        let evaluated;
+        let arr = match &host_abc {
+            Some(v) => {
+                evaluated = arr.with_abc(v);
+                &evaluated
+            }
+            None => arr,
+        };
+        // What StagePcie put in the buffer lacks the host's a, b, c.
+        let staged = buffer.staged && host_abc.is_none();
         let mut ptrs = arr.ptrs;
         let mut rebuilt: Vec<Vec<ScalarBytes>> = Vec::new();
         if split.is_none() {
@@ -251,8 +336,11 @@ impl CudaBackend {
                 }
             }
         }
-        let inputs = inputs(arr, ptrs, split, Some(srs));
-        if !buffer.staged {
+        let mut inputs = inputs(arr, ptrs, split, Some(srs));
+        if let Some(i) = matrices {
+            inputs.r1cs = st.matrices[i].r1cs.ptr();
+        }
+        if !staged {
             // SAFETY: the arrays outlive this call, and the execution below (or
             // the C side's error path) waits for every copy before it returns;
             // the buffer is this caller's alone while it is executing.
@@ -262,16 +350,20 @@ impl CudaBackend {
         let DeviceState { ws, resident: res, .. } = st;
         let ws = ws.as_mut().expect("workspace allocated above");
         let out = ws
-            .execute(&buffer.stage, resident.map(|i| &res[i].srs), &inputs, buffer.staged, gate)
+            .execute(&buffer.stage, resident.map(|i| &res[i].srs), &inputs, staged, gate)
             .map_err(cuda_err("execute", dev))?;
         drop(rebuilt);
-        let mut timings = if buffer.staged {
+        if matrices.is_some() {
+            abc_ops.push(("abc_device", ms(out.ms[8])));
+        }
+        let mut timings = if staged {
             // Uploaded by StagePcie beside the previous partition's kernels;
             // what this partition still waited for it is `h2d_wait`.
             vec![("h2d_staged", ms(out.ms[0])), ("h2d_wait", ms(out.ms[7]))]
         } else {
             vec![("h2d_abc", ms(out.ms[0]))]
         };
+        timings.extend(abc_ops);
         timings.extend([
             ("ntt_h", ms(out.ms[1])),
             ("msm_h", ms(out.ms[2])),
@@ -357,6 +449,7 @@ impl CudaBackend {
         }
         // What the lane caches goes; the device's own work keeps its share.
         lane.resident.clear();
+        lane.matrices.clear();
         lane.ws = None;
         device.publish(&lane);
         if self.is_sticky(dev, &e) && self.slots.retire(dev, e.to_string()) {

@@ -78,6 +78,9 @@ pub struct CudaOptions {
     /// device's lane, between the bulk partition's kernels (`gate.rs`), rather than
     /// after it.
     pub deadline_lane: bool,
+    /// Evaluate a, b, c on the device from the recorded matrices when synthesis
+    /// leaves them ([`crate::Backend::abc_on_device`]).
+    pub abc_on_device: bool,
 }
 
 /// The default device timeout: far above the longest device call (a 64GiB
@@ -96,6 +99,7 @@ impl Default for CudaOptions {
             device_buffers: 2,
             device_timeout: Some(std::time::Duration::from_secs(DEFAULT_DEVICE_TIMEOUT_SECS)),
             deadline_lane: true,
+            abc_on_device: true,
         }
     }
 }

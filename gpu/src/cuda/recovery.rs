@@ -47,6 +47,8 @@ impl CudaBackend {
                 c.retries.fetch_add(1, Ordering::Relaxed);
                 let freed = st.reserved() + self.staging.trim(dev, 0);
                 st.resident.clear();
+                st.matrices.clear();
+                st.matrices.clear();
                 st.ws = None;
                 // And what the driver's pool keeps of earlier MSMs' temporaries.
                 let _ = cuda::trim(device.info.index);
@@ -100,9 +102,11 @@ impl CudaBackend {
         // side leaks what it cannot free safely (cuzk.cu, `sync_or_leak`). The
         // memory goes with the context when the process ends.
         st.resident.clear();
+        st.matrices.clear();
         st.ws = None;
         if let Ok(mut lane) = self.lanes[dev].try_lock() {
             lane.resident.clear();
+            lane.matrices.clear();
             lane.ws = None;
             device.publish(&lane);
         }
@@ -181,7 +185,11 @@ impl CudaBackend {
             split => split.clone(),
         };
         let host = HostPartition {
-            abc: Evals::heap(a, b, c),
+            // Deferred: evaluated on the host by the CPU backend.
+            abc: match p.abc.deferred() {
+                Some(d) => Evals::Deferred(d.clone()),
+                None => Evals::heap(a, b, c),
+            },
             domain_log2: p.domain_log2,
             l_scalars: msm(0, &p.l_scalars),
             a_scalars: msm(1, &p.a_scalars),
