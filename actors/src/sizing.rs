@@ -61,6 +61,12 @@ pub struct Sizing {
     pub recording: u64,
     /// One partition in flight (`synthesize::partition_bytes` for this backend).
     pub partition: u64,
+    /// One partition once the circuit is recorded, where the backend evaluates a,
+    /// b, c itself (`backend.abc_on_device`): the witness and MSM scalars alone.
+    pub witness_partition: Option<u64>,
+    /// Partitions synthesized at once with `witness_partition` each (the steady
+    /// state after the recording).
+    pub at_once_recorded: Option<usize>,
     pub host_budget: u64,
     /// `synthesize.max_concurrency` as the engine applies it (0 = the cores).
     pub max_concurrency: usize,
@@ -90,6 +96,12 @@ pub fn size(
     // Bulk work may not touch the deadline reserve.
     let room = host_budget.saturating_sub(params + recording + cfg.budget.deadline_reserve_bytes(host_budget));
     let at_once = usize::try_from(room / partition.max(1)).unwrap_or(usize::MAX).min(max_concurrency);
+    // a, b, c never on the host once the circuit is recorded (Synthesize reserves
+    // the rest: `held_when_lent`).
+    let witness_partition = (cfg.synthesize.precompile && selected.backend.abc_on_device())
+        .then(|| partition.saturating_sub(3 * 32 * m as u64));
+    let at_once_recorded =
+        witness_partition.map(|w| usize::try_from(room / w.max(1)).unwrap_or(usize::MAX).min(max_concurrency));
     let workspace = device_workspace_bytes(shape.domain_log2());
     let resident = device_resident_bytes(m - 1, shape.aux, shape.a_query, shape.b_query, shape.b_query);
     let devices = if selected.on_device {
@@ -134,6 +146,8 @@ pub fn size(
         params,
         recording,
         partition,
+        witness_partition,
+        at_once_recorded,
         host_budget,
         max_concurrency,
         at_once,
@@ -195,6 +209,13 @@ impl fmt::Display for Sizing {
             ByteSize(self.recording)
         )?;
         writeln!(f, "  per partition  {} (from synthesis until its MSMs are done)", ByteSize(self.partition))?;
+        if let Some(w) = self.witness_partition {
+            writeln!(
+                f,
+                "                 {} once the circuit is recorded (witness only: a, b, c evaluated on the GPU)",
+                ByteSize(w)
+            )?;
+        }
         let with = self.params + self.recording + self.at_once as u64 * self.partition;
         if self.at_once > 0 {
             writeln!(
@@ -204,6 +225,9 @@ impl fmt::Display for Sizing {
                 ByteSize(with),
                 if self.at_once == self.max_concurrency { "; capped by synthesize.max_concurrency" } else { "" }
             )?;
+            if let Some(n) = self.at_once_recorded {
+                writeln!(f, "  once the circuit is recorded: {n} at once")?;
+            }
         } else if self.check().is_ok() {
             writeln!(f, "partitions synthesized at once: 1, without the recording (no room for it: plain synthesis)")?;
         } else {
@@ -292,6 +316,49 @@ mod tests {
         let s = size(&shape, 10, &c, &cpu).unwrap();
         assert_eq!(s.at_once, 1);
         assert!(s.to_string().contains("capped by synthesize.max_concurrency"), "{s}");
+    }
+
+    /// The CPU backend, claiming to evaluate a, b, c itself (as the CUDA backend does).
+    struct Deferring;
+
+    impl cuzk_gpu::Backend for Deferring {
+        fn name(&self) -> &'static str {
+            "cpu"
+        }
+        fn upload(&self, host: cuzk_gpu::HostPartition) -> Result<cuzk_gpu::UploadedPartition, cuzk_gpu::GpuError> {
+            cuzk_gpu::Backend::upload(&cuzk_gpu::cpu::CpuBackend, host)
+        }
+        fn execute(
+            &self,
+            uploaded: cuzk_gpu::UploadedPartition,
+            srs: &ProvingKey,
+            with_b_g2: bool,
+        ) -> Result<cuzk_gpu::MsmResults, cuzk_gpu::GpuError> {
+            cuzk_gpu::Backend::execute(&cuzk_gpu::cpu::CpuBackend, uploaded, srs, with_b_g2)
+        }
+        fn abc_on_device(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_backend_that_evaluates_a_b_c_admits_more_partitions_once_recorded() {
+        let shape = porep_32gib();
+        let (c, _) = cfg(125 << 30, 64);
+        let deferring =
+            SelectedBackend { backend: std::sync::Arc::new(Deferring), devices: 1, on_device: false, pinned_bytes: 0 };
+        let s = size(&shape, 10, &c, &deferring).unwrap();
+        let m = 1u64 << shape.domain_log2();
+        assert_eq!(s.witness_partition, Some(s.partition - 3 * 32 * m));
+        let room = (125u64 << 30) - s.params - s.recording - c.budget.deadline_reserve_bytes(125 << 30);
+        assert_eq!(s.at_once_recorded, Some((room / s.witness_partition.unwrap()) as usize));
+        assert!(s.at_once_recorded.unwrap() > s.at_once, "{s}");
+        assert!(s.to_string().contains("once the circuit is recorded"), "{s}");
+        // The CPU backend computes them on the host: no such line.
+        let (c, cpu) = cfg(125 << 30, 64);
+        let s = size(&shape, 10, &c, &cpu).unwrap();
+        assert_eq!(s.witness_partition, None);
+        assert!(!s.to_string().contains("once the circuit is recorded"), "{s}");
     }
 
     #[test]
