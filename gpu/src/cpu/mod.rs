@@ -197,3 +197,74 @@ pub(crate) fn check_counts(counts: [usize; 6], domain_log2: u32, srs: &ProvingKe
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use blstrs::Scalar;
+    use cuzk_core::{CsrView, Deferred, R1csEntry, R1csView, Recorded};
+    use ff::Field;
+
+    use super::*;
+    use crate::SplitScalars;
+
+    /// Two rows over one input (ONE) and three aux variables: row 0 = ONE + 2·x0 −
+    /// x1, row 1 = 5·x2 (coefficient table: ONE, −ONE, TWO, 5). `evaluate` is the
+    /// reference: a naive product, A for a, B = A for b, c = a∘b.
+    #[derive(Debug)]
+    struct Tiny {
+        row_end: Vec<u32>,
+        entries: Vec<R1csEntry>,
+        coeffs: Vec<Scalar>,
+    }
+
+    fn tiny() -> Tiny {
+        let e = |var: u32, coeff: u32| R1csEntry { var, coeff };
+        Tiny {
+            row_end: vec![3, 4],
+            entries: vec![e(0, 0), e(1, 2), e(3, 1), e(5, 3)],
+            coeffs: vec![Scalar::ONE, -Scalar::ONE, Scalar::from(2u64), Scalar::from(5u64)],
+        }
+    }
+
+    impl Recorded for Tiny {
+        fn rows(&self) -> usize {
+            2
+        }
+        fn view(&self) -> R1csView<'_> {
+            let m = CsrView { row_end: &self.row_end, entries: &self.entries };
+            R1csView { inputs: 1, aux: 3, a: m, b: m, coeffs: &self.coeffs }
+        }
+        fn evaluate(&self, input: &[Scalar], aux: &[Scalar]) -> [Vec<Scalar>; 3] {
+            let a = vec![input[0] + aux[0].double() - aux[1], aux[2] * Scalar::from(5u64)];
+            let c = a.iter().map(|x| x.square()).collect();
+            [a.clone(), a, c]
+        }
+    }
+
+    #[test]
+    fn deferred_a_b_c_are_evaluated_from_the_l_scalars_split_or_dense() {
+        let d = Deferred { rec: Arc::new(tiny()), input: vec![Scalar::ONE] };
+        let aux = [Scalar::ONE, Scalar::ZERO, Scalar::from(9u64)];
+        let want = d.rec.evaluate(&d.input, &aux);
+        let dense: Vec<crate::ScalarBytes> = aux.iter().map(|s| s.to_bytes_le()).collect();
+        assert_eq!(evaluate_deferred(&d, None, &dense).unwrap(), want);
+        let split =
+            SplitScalars { len: 3, ones: vec![0], rest_idx: vec![2], rest: vec![Scalar::from(9u64).to_bytes_le()] };
+        assert_eq!(evaluate_deferred(&d, Some(&split), &[]).unwrap(), want);
+        // Through `host_evals`, as the CPU backend takes a deferred partition.
+        let evals = host_evals(Evals::Deferred(d.clone()), &MsmScalars::Split(split.clone())).unwrap();
+        assert_eq!(evals.into_vecs(), want);
+
+        // What does not fit the recording is refused, naming the counts.
+        let short = evaluate_deferred(&d, None, &dense[..2]).unwrap_err().to_string();
+        assert!(short.contains("3 aux variables") && short.contains("the partition 1 and 2"), "{short}");
+        let bad = SplitScalars { len: 3, ones: vec![7], rest_idx: vec![], rest: vec![] };
+        let e = evaluate_deferred(&d, Some(&bad), &[]).unwrap_err().to_string();
+        assert!(e.contains("index outside"), "{e}");
+        let not_field = vec![[0xff; 32]; 3];
+        let e = evaluate_deferred(&d, None, &not_field).unwrap_err().to_string();
+        assert!(e.contains("not a field element"), "{e}");
+    }
+}

@@ -303,6 +303,8 @@ impl CudaBackend {
         // split), and then uploaded as before.
         let mut matrices = None;
         let mut host_abc = None;
+        // Charged to the host budget while the host's a, b, c live (to the end).
+        let mut _abc_charge = None;
         let mut abc_ops = Vec::new();
         if let Some(d) = arr.deferred {
             if self.opts.abc_on_device && split.is_some() && arr.device_abc() {
@@ -310,7 +312,7 @@ impl CudaBackend {
             }
             if matrices.is_none() {
                 let n = arr.counts[0] as u64;
-                let _charge = self.host_charge.get().map(|charge| charge(3 * 32 * n));
+                _abc_charge = self.host_charge.get().map(|charge| charge(3 * 32 * n));
                 let t = std::time::Instant::now();
                 host_abc = Some(arr.evaluate_on_host()?);
                 abc_ops.push(("abc_host", t.elapsed()));
