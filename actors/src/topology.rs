@@ -153,8 +153,13 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         b.stage(move || StagePcie { backend: be.clone(), urgent_from }, cfg.stage_pcie.limits(), prove.next(), false)?;
     let b_g2_on_cpu = cfg.prepare_msm.b_g2_on_cpu(on_device);
     let bit_split = cfg.prepare_msm.bit_split;
-    let prepare =
-        b.stage(move || PrepareMsm { b_g2_on_cpu, bit_split }, cfg.prepare_msm.limits(), pcie.next(), false)?;
+    let prepare_ledger = host_ledger.clone();
+    let prepare = b.stage(
+        move || PrepareMsm { b_g2_on_cpu, bit_split, ledger: Some(prepare_ledger.clone()) },
+        cfg.prepare_msm.limits(),
+        pcie.next(),
+        false,
+    )?;
     let mut recordings = RecordingCache::new(cfg.synthesize.precompile, host_ledger.clone());
     if cfg.synthesize.save_recordings {
         let dir = match cfg.synthesize.recording_dir.as_str() {

@@ -24,6 +24,19 @@ pub struct HostPartition {
 }
 
 impl HostPartition {
+    /// Whether a backend that evaluates a, b, c on a device can do so for this
+    /// deferred partition: L, A and B split (the device rebuilds the aux values
+    /// from L's lists; the device split needs all three) within a staging buffer's
+    /// lists, and the witness within the domain. False when not deferred.
+    pub fn device_abc_possible(&self) -> bool {
+        let Some(d) = self.abc.deferred() else { return false };
+        let [Some(l), Some(a), Some(b)] = [&self.l_scalars, &self.a_scalars, &self.b_scalars].map(|s| s.as_split())
+        else {
+            return false;
+        };
+        crate::split::lists_fit(self.domain_log2, [l, a, b]) && d.input.len() + l.len <= 1 << self.domain_log2
+    }
+
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> u64 {
         self.abc.heap_bytes() as u64

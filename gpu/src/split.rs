@@ -40,6 +40,15 @@ pub struct SplitScalars {
     pub rest: Vec<ScalarBytes>,
 }
 
+/// Whether the L, A and B split lists fit a device staging buffer of domain
+/// 2^`lg`: each vector's rest at most 2^lg / 8 (the gather buffer), all the lists
+/// together at most 3 · 2^lg entries (the CUDA backend's device split).
+pub fn lists_fit(lg: u32, v: [&SplitScalars; 3]) -> bool {
+    let cap = (1usize << lg) / 8;
+    let total: usize = v.iter().map(|s| s.ones.len() + s.rest.len()).sum();
+    v.iter().all(|s| s.rest.len() <= cap) && total <= 3 << lg
+}
+
 impl MsmScalars {
     /// Number of scalars (= points of the MSM).
     pub fn len(&self) -> usize {

@@ -14,6 +14,7 @@ use cuzk_synth::Density;
 use rayon::prelude::*;
 
 use crate::{
+    budget::{Ledger, Reservation},
     ground::{Assignment, PreparedPartition, StageError, StageName},
     runtime::{Stage, WorkItem},
 };
@@ -22,6 +23,34 @@ use crate::{
 pub struct PrepareMsm {
     pub b_g2_on_cpu: bool,
     pub bit_split: bool,
+    /// The host budget, charged for a, b, c that synthesis left to the backend
+    /// but that must be evaluated here (`evaluate_if_not_for_the_device`).
+    pub ledger: Option<std::sync::Arc<Ledger>>,
+}
+
+impl PrepareMsm {
+    /// a, b, c that synthesis left to the backend (`Evals::Deferred`) but that no
+    /// device can evaluate (a witness that is not mostly bits: its MSM scalars do
+    /// not split, and the device rebuilds the witness from L's split lists) are
+    /// evaluated here, on this stage's worker, rather than later under the device's
+    /// lock. Their memory is charged to the partition's reservation, which left
+    /// them out.
+    fn evaluate_if_not_for_the_device(
+        &self,
+        host: &mut HostPartition,
+        reservation: Option<&mut Reservation>,
+    ) -> Result<Option<std::time::Duration>, StageError> {
+        if host.abc.deferred().is_none() || host.device_abc_possible() {
+            return Ok(None);
+        }
+        let t = Instant::now();
+        if let (Some(r), Some(ledger)) = (reservation, &self.ledger) {
+            r.merge(ledger.charge(3 * 32 * host.abc.len() as u64));
+        }
+        host.abc =
+            cuzk_gpu::cpu::host_evals(std::mem::take(&mut host.abc), &host.l_scalars).map_err(StageError::failed)?;
+        Ok(Some(t.elapsed()))
+    }
 }
 
 fn canonical<'a>(v: impl IntoParallelIterator<Item = &'a Scalar>) -> Vec<ScalarBytes> {
@@ -126,9 +155,12 @@ impl Stage for PrepareMsm {
     fn process(&self, item: WorkItem<Assignment>) -> Result<Vec<WorkItem<PreparedPartition>>, StageError> {
         let (asg, mut base) = item.take();
         let t = Instant::now();
-        let (host, public_inputs) = prepare(asg, self.bit_split);
+        let (mut host, public_inputs) = prepare(asg, self.bit_split);
         let split = [&host.l_scalars, &host.a_scalars, &host.b_scalars].iter().any(|s| s.as_split().is_some());
         base.trace.add_ops(&[(if split { "bit_split" } else { "to_canonical" }, t.elapsed())]);
+        if let Some(took) = self.evaluate_if_not_for_the_device(&mut host, base.reservation.as_mut())? {
+            base.trace.add_ops(&[("abc_host", took)]);
+        }
         let b_g2 = if self.b_g2_on_cpu {
             let srs = base.job.srs();
             if srs.b_g2.len() != host.b_scalars.len() {
@@ -146,5 +178,39 @@ impl Stage for PrepareMsm {
             None
         };
         Ok(vec![base.with(PreparedPartition { host, b_g2, public_inputs })])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cuzk_synth::{synthesize, synthesize_deferred, synthesize_recording, SyntheticCircuit, SyntheticSpec};
+
+    use super::*;
+
+    /// A synthetic circuit's witness is random: its scalars do not split, so no
+    /// device could rebuild it, and PrepareMsm evaluates the deferred a, b, c itself
+    /// (the plain synthesis's values), charging them to the partition's reservation.
+    #[test]
+    fn deferred_a_b_c_that_no_device_can_evaluate_are_evaluated_here_and_charged() {
+        let spec = SyntheticSpec { constraints: 3000, public_inputs: 3, a_density: 1.0, b_density: 0.5 };
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        let pre = Arc::new(pre.expect("recorded"));
+        let circuit = SyntheticCircuit::new(spec, 2).unwrap();
+        let plain = synthesize(circuit.clone()).unwrap();
+        let deferred = synthesize_deferred(|cs| bellperson::Circuit::synthesize(circuit, cs), &pre).unwrap();
+        assert!(deferred.abc.deferred().is_some());
+        let (mut host, _) = prepare(deferred, true);
+        assert!(!host.device_abc_possible(), "random scalars do not split");
+        let ledger = Ledger::new("test", 1 << 30);
+        let mut r = ledger.try_reserve(1000).unwrap();
+        let stage = PrepareMsm { b_g2_on_cpu: false, bit_split: true, ledger: Some(ledger.clone()) };
+        let took = stage.evaluate_if_not_for_the_device(&mut host, Some(&mut r)).unwrap();
+        assert!(took.is_some());
+        assert_eq!(host.abc, plain.abc, "the host's a, b, c are the plain synthesis's");
+        assert_eq!(r.bytes(), 1000 + 3 * 32 * plain.abc.len() as u64, "charged to the reservation");
+        // Already on the host: nothing more to do.
+        assert_eq!(stage.evaluate_if_not_for_the_device(&mut host, Some(&mut r)).unwrap(), None);
     }
 }

@@ -90,7 +90,7 @@ pub fn check_shapes(p: &HostPartition, srs: &ProvingKey) -> Result<(), GpuError>
 /// # Errors
 /// [`GpuError::Shape`] when the recording's inputs or aux variables differ from the
 /// partition's.
-pub(crate) fn host_evals(abc: Evals, l: &MsmScalars) -> Result<Evals, GpuError> {
+pub fn host_evals(abc: Evals, l: &MsmScalars) -> Result<Evals, GpuError> {
     let Evals::Deferred(d) = abc else { return Ok(abc) };
     let (split, dense) = match l {
         MsmScalars::Split(s) => (Some(s), &[][..]),

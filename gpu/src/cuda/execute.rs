@@ -77,9 +77,7 @@ impl Arrays<'_> {
     /// (2^lg / 8).
     pub(super) fn device_split(&self) -> Option<[&SplitScalars; 3]> {
         let [Some(l), Some(a), Some(b)] = self.split else { return None };
-        let cap = (1usize << self.lg) / 8;
-        let total: usize = [l, a, b].iter().map(|s| s.ones.len() + s.rest.len()).sum();
-        ([l, a, b].iter().all(|s| s.rest.len() <= cap) && total <= 3 << self.lg).then_some([l, a, b])
+        crate::split::lists_fit(self.lg, [l, a, b]).then_some([l, a, b])
     }
 
     /// Whether a deferred partition can have a, b, c evaluated on the device: its
