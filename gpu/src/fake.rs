@@ -6,6 +6,10 @@
 //! backend's devices are: once the watch finds it hung the device is retired and
 //! every later execution runs on the CPU, which is what the CUDA backend does when
 //! no device is left. The proofs it makes are [`CpuBackend`]'s, so they verify.
+//!
+//! [`FakeDevices`] is several simulated devices, handed partitions and failed over
+//! by the CUDA backend's own code (`Devices::acquire`, `failover`), each computing
+//! on the CPU: for tests of a stream over more than one device without GPUs.
 
 use std::{
     sync::{
@@ -19,8 +23,9 @@ use cuzk_srs::ProvingKey;
 
 use crate::{
     cpu::CpuBackend,
+    health::{failover, take_injected_fault, Devices},
     watchdog::{DeviceWatch, Hung},
-    Backend, DeviceHealth, DeviceStats, GpuError, HostPartition, MsmResults, UploadedPartition,
+    Backend, DeviceHealth, DeviceStats, GpuError, HostPartition, InjectedFault, MsmResults, UploadedPartition,
 };
 
 /// One simulated device whose `hang_at`-th execution (counting from 0) hangs in its
@@ -86,5 +91,126 @@ impl Backend for HangingBackend {
         let reason = self.hung();
         let health = if reason.is_some() { DeviceHealth::Retired } else { DeviceHealth::Healthy };
         vec![DeviceStats { device: 0, health, retired_reason: reason, ..Default::default() }]
+    }
+}
+
+/// Simulated devices: partitions go to them as the CUDA backend hands them out (a
+/// free healthy device, an urgent caller first, failover after a sticky error), and
+/// each computes on the CPU, so its proofs verify. A device can be held shut (its
+/// executions wait until [`open`](Self::open)), and a sticky error injected into an
+/// execution (`FaultKind::DeviceError`, `InjectedFault::Sticky`) retires the device
+/// it ran on and moves the partition to another, as on the CUDA backend.
+pub struct FakeDevices {
+    devices: Devices<()>,
+    shut: Vec<(Mutex<bool>, Condvar)>,
+    executed: Vec<AtomicUsize>,
+    moved: Vec<AtomicUsize>,
+    running: AtomicUsize,
+    most_at_once: AtomicUsize,
+}
+
+impl FakeDevices {
+    /// `n` healthy devices, every one open.
+    pub fn new(n: usize) -> Arc<Self> {
+        Arc::new(FakeDevices {
+            devices: Devices::watched((0..n).map(|_| ()), None),
+            shut: (0..n).map(|_| (Mutex::new(false), Condvar::new())).collect(),
+            executed: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            moved: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            running: AtomicUsize::new(0),
+            most_at_once: AtomicUsize::new(0),
+        })
+    }
+
+    /// Device `i`'s next executions wait (holding the device) until [`open`](Self::open).
+    pub fn shut(&self, i: usize) {
+        *self.shut[i].0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+
+    /// Lets device `i`'s executions run.
+    pub fn open(&self, i: usize) {
+        *self.shut[i].0.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        self.shut[i].1.notify_all();
+    }
+
+    /// Executions each device has started (a waiting one counts).
+    pub fn executed(&self) -> Vec<usize> {
+        self.executed.iter().map(|c| c.load(Ordering::SeqCst)).collect()
+    }
+
+    /// The most executions that ran at once, over all devices.
+    pub fn most_at_once(&self) -> usize {
+        self.most_at_once.load(Ordering::SeqCst)
+    }
+
+    fn attempt(
+        &self,
+        dev: usize,
+        host: &HostPartition,
+        srs: &ProvingKey,
+        with_b_g2: bool,
+        fault: &mut Option<InjectedFault>,
+    ) -> Result<MsmResults, GpuError> {
+        self.executed[dev].fetch_add(1, Ordering::SeqCst);
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_at_once.fetch_max(now, Ordering::SeqCst);
+        struct Done<'a>(&'a AtomicUsize);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let _done = Done(&self.running);
+        let (shut, cv) = &self.shut[dev];
+        drop(cv.wait_while(shut.lock().unwrap_or_else(|p| p.into_inner()), |s| *s));
+        if fault.take() == Some(InjectedFault::Sticky) {
+            return Err(GpuError::Cuda {
+                op: "execute",
+                device: dev,
+                code: 700,
+                msg: "an illegal memory access was encountered (simulated by the test hook)".into(),
+                out_of_memory: false,
+            });
+        }
+        CpuBackend.execute(CpuBackend.upload(host.clone())?, srs, with_b_g2)
+    }
+}
+
+impl Backend for FakeDevices {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn upload(&self, host: HostPartition) -> Result<UploadedPartition, GpuError> {
+        CpuBackend.upload(host)
+    }
+
+    fn execute(&self, uploaded: UploadedPartition, srs: &ProvingKey, with_b_g2: bool) -> Result<MsmResults, GpuError> {
+        let mut fault = take_injected_fault();
+        let urgent = uploaded.is_urgent();
+        let host = &uploaded.host;
+        failover(
+            &self.devices,
+            None,
+            urgent,
+            |dev, _| self.attempt(dev, host, srs, with_b_g2, &mut fault),
+            |_, e| matches!(e, GpuError::Cuda { code: 700, .. }),
+            |dev, _, _| {
+                self.moved[dev].fetch_add(1, Ordering::SeqCst);
+            },
+            || CpuBackend.execute(CpuBackend.upload(host.clone())?, srs, with_b_g2),
+        )
+    }
+
+    fn device_stats(&self) -> Vec<DeviceStats> {
+        (0..self.shut.len())
+            .map(|i| DeviceStats {
+                device: i,
+                health: self.devices.health(i),
+                retired_reason: self.devices.retired_reason(i).map(str::to_owned),
+                partitions_moved: self.moved[i].load(Ordering::SeqCst) as u64,
+                ..Default::default()
+            })
+            .collect()
     }
 }
