@@ -164,13 +164,7 @@ impl FakeDevices {
         let (shut, cv) = &self.shut[dev];
         drop(cv.wait_while(shut.lock().unwrap_or_else(|p| p.into_inner()), |s| *s));
         if fault.take() == Some(InjectedFault::Sticky) {
-            return Err(GpuError::Cuda {
-                op: "execute",
-                device: dev,
-                code: 700,
-                msg: "an illegal memory access was encountered (simulated by the test hook)".into(),
-                out_of_memory: false,
-            });
+            return Err(GpuError::simulated_sticky(dev));
         }
         CpuBackend.execute(CpuBackend.upload(host.clone())?, srs, with_b_g2)
     }
@@ -194,7 +188,7 @@ impl Backend for FakeDevices {
             None,
             urgent,
             |dev, _| self.attempt(dev, host, srs, with_b_g2, &mut fault),
-            |_, e| matches!(e, GpuError::Cuda { code: 700, .. }),
+            |_, e| e.cuda_class() == Some(crate::ErrorClass::Sticky),
             |dev, _, _| {
                 self.moved[dev].fetch_add(1, Ordering::SeqCst);
             },

@@ -79,6 +79,18 @@ pub fn classify(code: i32) -> ErrorClass {
 }
 
 impl GpuError {
+    /// The sticky error [`InjectedFault::Sticky`] simulates on device `dev`: an
+    /// illegal address, as a faulting kernel reports it.
+    pub(crate) fn simulated_sticky(dev: usize) -> GpuError {
+        GpuError::Cuda {
+            op: "execute",
+            device: dev,
+            code: 700,
+            msg: "an illegal memory access was encountered (simulated by the test hook)".into(),
+            out_of_memory: false,
+        }
+    }
+
     /// How a CUDA failure affects its device; `None` for errors that are not CUDA
     /// failures (shapes, budgets).
     pub fn cuda_class(&self) -> Option<ErrorClass> {

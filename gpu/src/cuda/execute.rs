@@ -211,15 +211,7 @@ impl CudaBackend {
             });
         }
         match fault {
-            Some(InjectedFault::Sticky) => {
-                return Err(GpuError::Cuda {
-                    op: "execute",
-                    device: dev,
-                    code: 700,
-                    msg: "an illegal memory access was encountered (simulated by the test hook)".into(),
-                    out_of_memory: false,
-                })
-            }
+            Some(InjectedFault::Sticky) => return Err(GpuError::simulated_sticky(dev)),
             Some(InjectedFault::IllegalAddress) => {
                 cuda::illegal_address(index).map_err(cuda_err("execute (injected illegal address)", dev))?
             }
@@ -453,7 +445,15 @@ impl CudaBackend {
         lane.ws = None;
         device.publish(&lane);
         if self.is_sticky(dev, &e) && self.slots.retire(dev, e.to_string()) {
-            error!(device = dev, error = %e, "sticky CUDA error in a deadline partition: device retired");
+            // The bulk partition holds the device's own state; it drops what the
+            // device caches when its own call fails (`retired`).
+            c.moved.fetch_add(1, Ordering::Relaxed);
+            error!(
+                device = dev,
+                error = %e,
+                "sticky CUDA error in a deadline partition: device retired; the partition runs again on another \
+                 device or the CPU"
+            );
             self.pinned.set_device(self.slots.first_healthy().map(|i| self.devices[i].info.index));
         } else {
             warn!(device = dev, error = %e, "deadline partition could not run beside the bulk work; it waits for a device");
