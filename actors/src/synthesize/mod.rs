@@ -100,8 +100,9 @@ pub fn partition_bytes_for_shape(shape: &cuzk_core::CircuitShape, ntt_on_host: b
 /// What a partition's reservation of `reserved` bytes still needs once synthesis has
 /// written a, b, c into a lent buffer (the buffer is in the backend's pinned pool,
 /// which the host budget already leaves out: `backend.pinned_memory`) or left them
-/// to the backend (deferred: never on the host), so their share (padded to the domain of `m` elements, as [`partition_bytes`] counts them)
-/// goes back. At 2^27: 12.9 GB of 26.5 GB.
+/// to the backend (deferred: never on the host), so their share (padded to the
+/// domain of `m` elements, as [`partition_bytes`] counts them) goes back. At 2^27:
+/// 12.9 GB of 26.5 GB.
 fn held_when_lent(reserved: u64, m: usize) -> u64 {
     reserved.saturating_sub(3 * 32 * m as u64)
 }
