@@ -510,7 +510,7 @@ mod tests {
             )
         });
         let hung = loop {
-            let found = devs.watch().check();
+            let found = devs.watch().check(|_| {});
             if let Some(h) = found.into_iter().next() {
                 break h;
             }

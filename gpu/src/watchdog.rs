@@ -147,8 +147,10 @@ impl DeviceWatch {
     }
 
     /// Devices whose call in progress has run past the limit, each reported once:
-    /// the waiting caller's signal fired with the reason.
-    pub fn check(&self) -> Vec<Hung> {
+    /// handed to `report` (which retires the device) and only then the waiting
+    /// caller's signal fired with the reason, so whoever hears of the failure finds
+    /// the device already retired.
+    pub fn check(&self, mut report: impl FnMut(&Hung)) -> Vec<Hung> {
         let Some(limit) = self.limit else { return Vec::new() };
         let n = self.hung.len();
         let mut found = Vec::new();
@@ -165,6 +167,9 @@ impl DeviceWatch {
                 took.as_secs_f64(),
                 limit.as_secs()
             );
+            let hung = Hung { device, reason };
+            report(&hung);
+            let reason = &hung.reason;
             // Both calls on the device wait on it: the lane's for the device's
             // own to reach a yield point, or the other way round.
             for c in slots {
@@ -173,7 +178,7 @@ impl DeviceWatch {
                     s.fire(reason.clone());
                 }
             }
-            found.push(Hung { device, reason });
+            found.push(hung);
         }
         found
     }
@@ -188,9 +193,7 @@ impl DeviceWatch {
         let _ = std::thread::Builder::new().name("cuzk-device-watch".into()).spawn(move || loop {
             std::thread::sleep(every);
             let Some(watch) = weak.upgrade() else { return };
-            for h in watch.check() {
-                on_hung(h);
-            }
+            watch.check(|h| on_hung(h.clone()));
         });
     }
 }
@@ -223,10 +226,10 @@ mod tests {
         let reason = heard.recv_timeout(Duration::from_secs(30)).expect("the caller is told");
         assert!(reason.starts_with("device 1 hung"), "{reason}");
         assert!(reason.contains("device_timeout_secs"), "{reason}");
-        let h = hung.recv_timeout(Duration::from_secs(30)).unwrap();
+        let h = hung.try_recv().expect("the device is reported before its caller is told");
         assert_eq!(h, Hung { device: 1, reason: reason.clone() });
         assert!(watch.is_hung(1) && !watch.is_hung(0));
-        assert!(watch.check().is_empty(), "reported once");
+        assert!(watch.check(|_| {}).is_empty(), "reported once");
         release.send(()).unwrap();
         stuck.join().unwrap();
         assert!(hung.try_recv().is_err());
@@ -245,7 +248,7 @@ mod tests {
         let _fresh = watch.begin(1);
         std::thread::sleep(Duration::from_millis(50));
         drop(tx);
-        let found = watch.check();
+        let found = watch.check(|_| {});
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].device, 1, "the lane's slot maps to its device");
         let told: Vec<_> = rx.try_iter().map(|(who, _)| who).collect();
@@ -259,16 +262,16 @@ mod tests {
         let watch = DeviceWatch::new(1, None);
         let _call = watch.begin(0);
         std::thread::sleep(Duration::from_millis(20));
-        assert!(watch.check().is_empty());
+        assert!(watch.check(|_| {}).is_empty());
         assert_eq!(DeviceWatch::new(1, Some(Duration::ZERO)).limit(), None, "0 = off");
         let watch = DeviceWatch::new(1, Some(Duration::from_millis(20)));
         drop(watch.begin(0));
         std::thread::sleep(Duration::from_millis(40));
-        assert!(watch.check().is_empty(), "a call that returned is not hung");
+        assert!(watch.check(|_| {}).is_empty(), "a call that returned is not hung");
         // A call without a signal (a prefetch) is still found.
         let _call = watch.begin(0);
         std::thread::sleep(Duration::from_millis(40));
-        assert_eq!(watch.check().len(), 1);
+        assert_eq!(watch.check(|_| {}).len(), 1);
     }
 
     #[test]
