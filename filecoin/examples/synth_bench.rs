@@ -6,7 +6,9 @@
 //! (`ONLY_PRECOMPILED=1`: time only the pre-compiled path, for a profiler, native
 //! unless `GENERIC=1`;
 //! `WITNESS_ONLY=1`: the first partition's witness alone, native then generic, no
-//! recording (for 32GiB-class partitions); `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
+//! recording (for 32GiB-class partitions); `RECORD_ONLY=1`: the first partition's
+//! recording alone, a, b, c not computed (fits a 32GiB-class partition in ~14 GB;
+//! `HINT=1`: its vectors reserved as the engine reserves them from the parameters); `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
 //! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
 //! contention of a stream).
 //!
@@ -125,6 +127,32 @@ fn main() {
         return;
     }
 
+    if std::env::var_os("RECORD_ONLY").is_some() {
+        // The recording alone, a, b, c not computed (a 32GiB partition's recording
+        // and witness fit in about 14 GB; with a, b, c beside them, about 26).
+        let hint = if std::env::var_os("HINT").is_some() {
+            // As the engine gives it from the parameters: inputs and aux exact (here
+            // from the witness), constraints bounded by the domain (here the next
+            // power of two above the variables, which a PoRep partition's is).
+            let (w, _) = parts().remove(0).synthesize_with(SynthMode::WitnessOnly { native: true }).unwrap();
+            let (inputs, aux) = (w.input.len(), w.aux.len());
+            cuzk_synth::RecordHint { inputs, aux, max_constraints: (inputs + aux).next_power_of_two() }
+        } else {
+            cuzk_synth::RecordHint::default()
+        };
+        let t = Meter::start();
+        let (_, pre) = parts().remove(0).synthesize_with(SynthMode::RecordOnly(hint)).unwrap();
+        let pre = pre.expect("recorded");
+        println!(
+            "record only: {:>8.3} s  constraints {} non-zeros {:?} recording {:.1} MiB  {}",
+            t.wall(),
+            pre.constraints(),
+            pre.nonzeros_per_matrix(),
+            pre.heap_bytes() as f64 / (1 << 20) as f64,
+            t.report()
+        );
+        return;
+    }
     let t = Instant::now();
     let (recorded, pre) = parts().remove(0).synthesize_with(SynthMode::Record).unwrap();
     let pre = pre.expect("recorded");
@@ -136,6 +164,7 @@ fn main() {
         pre.distinct_coefficients(),
         pre.heap_bytes() as f64 / (1 << 20) as f64
     );
+    println!("non-zeros per matrix (A, B, C): {:?}", pre.nonzeros_per_matrix());
     if std::env::var_os("BITS").is_some() {
         use ff::Field;
         let z = recorded.aux.iter().filter(|v| **v == blstrs::Scalar::ZERO).count();

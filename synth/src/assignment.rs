@@ -86,6 +86,12 @@ impl ProvingAssignment {
         Assignment { abc: Evals::heap(self.a, self.b, self.c), ..self.s }
     }
 
+    /// Goes on from `s` (a, b, c on the heap), as if it had synthesized it.
+    pub(crate) fn resume(s: Assignment) -> Self {
+        let [a, b, c] = s.abc.abc().map(<[Scalar]>::to_vec);
+        ProvingAssignment { a, b, c, s: Assignment { abc: Evals::default(), ..s } }
+    }
+
     /// Inputs allocated so far, `ONE` included.
     pub fn inputs(&self) -> usize {
         self.s.input.len()

@@ -13,6 +13,11 @@ impl Density {
         Self::default()
     }
 
+    /// `len` variables, none present.
+    pub fn zeros(len: usize) -> Self {
+        Density { words: vec![0; len.div_ceil(64)], len, total: 0 }
+    }
+
     /// Appends one variable, not (yet) present.
     pub fn push(&mut self) {
         if self.len.is_multiple_of(64) {

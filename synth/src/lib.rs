@@ -31,7 +31,7 @@ pub use density::Density;
 pub use error::SynthError;
 pub use precompiled::{
     synthesize_deferred, synthesize_in, synthesize_native, synthesize_precompiled, synthesize_precompiled_into,
-    synthesize_recording, witness_only, Precompiled, SynthMode, WitnessCs,
+    synthesize_recording, witness_only, Precompiled, RecordHint, SynthMode, WitnessCs,
 };
 pub use shape_of::shape_of;
 pub use synthetic::{SyntheticCircuit, SyntheticSpec};

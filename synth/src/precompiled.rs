@@ -13,11 +13,11 @@
 //! `c` as sparse matrix-vector products. The result is the same
 //! [`Assignment`], field element for field element (the tests compare them).
 
-use std::{collections::HashMap, mem::MaybeUninit};
+use std::{collections::HashMap, hash::BuildHasherDefault, mem::MaybeUninit};
 
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
-use ff::{Field, PrimeField};
+use ff::Field;
 
 use crate::{
     assignment::ProvingAssignment, synthesize, Assignment, CircuitShape, Density, EvalAlloc, Evals, SynthError,
@@ -114,6 +114,11 @@ impl Precompiled {
         self.a.entries.len() + self.b.entries.len() + self.c.entries.len()
     }
 
+    /// Non-zero entries of A, B and C each.
+    pub fn nonzeros_per_matrix(&self) -> [usize; 3] {
+        [self.a.entries.len(), self.b.entries.len(), self.c.entries.len()]
+    }
+
     /// Distinct coefficients (`ONE` included).
     pub fn distinct_coefficients(&self) -> usize {
         self.coeffs.len()
@@ -169,40 +174,102 @@ impl cuzk_core::Recorded for Precompiled {
     }
 }
 
-/// Records matrices while evaluating them, as [`ProvingAssignment`] does.
+/// What a recording will hold, known before the circuit runs (from its parameters:
+/// inputs are `vk.ic`, aux variables the L points, constraints at most the domain).
+/// The recorder reserves its vectors once instead of growing them by doubling:
+/// at 32GiB the growth (every doubling a fresh copy, its pages zeroed first) was
+/// about two fifths of a recording. Only a hint: a circuit that differs still
+/// records correctly, and a reservation the system refuses is skipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordHint {
+    pub inputs: usize,
+    pub aux: usize,
+    /// An upper bound on the constraints (the parameters' domain size).
+    pub max_constraints: usize,
+}
+
+/// A coefficient in Montgomery form, as the recorder's table looks it up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct CoeffKey([u64; 4]);
+
+impl std::hash::Hash for CoeffKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // A field element's limbs are already spread: one word is hash enough
+        // (SipHash over 32 bytes was a visible share of a recording).
+        state.write_u64(self.0[0] ^ self.0[3].rotate_left(32));
+    }
+}
+
+/// Passes [`CoeffKey`]'s one word through, mixed.
+#[derive(Default)]
+struct LimbHasher(u64);
+
+impl std::hash::Hasher for LimbHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// Records a circuit's matrices and keeps its values, evaluating nothing: a, b, c
+/// and the densities are computed from the recording afterwards ([`finish`]), the
+/// products on several threads. Why: the recording is the first-ever proof's
+/// critical path (minutes at 32GiB), and evaluating every linear combination on the
+/// circuit's one thread while growing a, b, c beside the matrices was most of it.
 struct Recorder {
-    cs: ProvingAssignment,
+    input: Vec<Scalar>,
+    aux: Vec<Scalar>,
     a: Matrix,
     b: Matrix,
     c: Matrix,
     coeffs: Vec<Scalar>,
-    coeff_index: HashMap<[u8; 32], u32>,
+    coeff_index: HashMap<CoeffKey, u32, BuildHasherDefault<LimbHasher>>,
+    /// [`ONE`], [`MINUS_ONE`] and [`TWO`] in Montgomery form.
+    special: [[u64; 4]; 3],
     /// Set when an index or count does not fit the compact encoding.
     too_large: bool,
+    /// Entries a matrix may hold (the encoding's row ends are u32).
+    max_entries: usize,
+    hint: RecordHint,
+    /// The row after which the matrices' entries are reserved for the rest, from
+    /// their density so far (`usize::MAX`: done, or no hint).
+    estimate_at: usize,
+    /// Once the circuit outgrew the encoding: the rows recorded so far evaluated
+    /// and dropped, the rest synthesized the plain way (no recording, a valid
+    /// assignment).
+    plain: Option<ProvingAssignment>,
 }
 
 impl Recorder {
     fn coeff(&mut self, c: &Scalar) -> u32 {
-        if *c == Scalar::ONE {
+        // Compared and hashed in their Montgomery form: no conversion, no
+        // constant-time comparison (coefficients are public), once per term.
+        let key = blst::blst_fr::from(*c).l;
+        if key == self.special[0] {
             return ONE;
-        } else if *c == -Scalar::ONE {
+        } else if key == self.special[1] {
             return MINUS_ONE;
-        } else if *c == Scalar::ONE.double() {
+        } else if key == self.special[2] {
             return TWO;
         }
-        let key = c.to_repr().as_ref().try_into().expect("Fr encodes in 32 bytes");
         let Ok(next) = u32::try_from(self.coeffs.len()) else {
             self.too_large = true;
             return ONE;
         };
-        *self.coeff_index.entry(key).or_insert_with(|| {
+        *self.coeff_index.entry(CoeffKey(key)).or_insert_with(|| {
             self.coeffs.push(*c);
             next
         })
     }
 
     fn record(&mut self, lc: &LinearCombination<Scalar>, which: usize) {
-        let mut row: Vec<Entry> = Vec::new();
         let terms =
             lc.iter_inputs().map(|(&i, c)| (Index::Input(i), c)).chain(lc.iter_aux().map(|(&i, c)| (Index::Aux(i), c)));
         for (index, c) in terms {
@@ -210,8 +277,15 @@ impl Recorder {
                 continue;
             }
             let coeff = self.coeff(c);
+            let m = match which {
+                0 => &mut self.a,
+                1 => &mut self.b,
+                _ => &mut self.c,
+            };
+            // Straight into the matrix: no row buffer per linear combination. An
+            // entry that does not fit discards the whole recording.
             match entry(index, coeff) {
-                Some(e) => row.push(e),
+                Some(e) => m.entries.push(e),
                 None => self.too_large = true,
             }
         }
@@ -220,35 +294,120 @@ impl Recorder {
             1 => &mut self.b,
             _ => &mut self.c,
         };
-        m.entries.extend_from_slice(&row);
         match u32::try_from(m.entries.len()) {
-            Ok(end) => m.row_end.push(end),
-            Err(_) => self.too_large = true,
+            Ok(end) if m.entries.len() <= self.max_entries => m.row_end.push(end),
+            _ => self.too_large = true,
         }
+    }
+
+    /// The recording and the assignment of what was synthesized so far: the
+    /// densities marked from the matrices, a, b, c their products with the values
+    /// (left empty without `products`).
+    fn finish(&mut self, products: bool) -> (Assignment, Precompiled) {
+        let take = |m: &mut Matrix| {
+            let mut m = std::mem::take(m);
+            m.row_end.shrink_to_fit();
+            m.entries.shrink_to_fit();
+            m
+        };
+        let (inputs, aux) = (self.input.len(), self.aux.len());
+        let (mut a_aux_density, mut b_input_density, mut b_aux_density) =
+            (Density::zeros(aux), Density::zeros(inputs), Density::zeros(aux));
+        let (a, b, c) = (take(&mut self.a), take(&mut self.b), take(&mut self.c));
+        // Inputs are fully dense in A (the `input * 0 = 0` rows), so only A's aux
+        // density is tracked; C has no query of its own.
+        mark_density(&a, None, Some(&mut a_aux_density));
+        mark_density(&b, Some(&mut b_input_density), Some(&mut b_aux_density));
+        let pre = Precompiled {
+            inputs,
+            aux,
+            a,
+            b,
+            c,
+            coeffs: std::mem::take(&mut self.coeffs),
+            a_aux_density,
+            b_input_density,
+            b_aux_density,
+        };
+        let n = if products { pre.constraints() } else { 0 };
+        let [a, b, c] = product_vecs(&pre, [&self.input, &self.aux], n, product_threads(n));
+        let assignment = Assignment {
+            abc: Evals::heap(a, b, c),
+            input: std::mem::take(&mut self.input),
+            aux: std::mem::take(&mut self.aux),
+            a_aux_density: pre.a_aux_density.clone(),
+            b_input_density: pre.b_input_density.clone(),
+            b_aux_density: pre.b_aux_density.clone(),
+        };
+        (assignment, pre)
     }
 }
 
 impl Recorder {
     fn new_root() -> Self {
         Recorder {
-            cs: ProvingAssignment::default(),
+            input: Vec::new(),
+            aux: Vec::new(),
             a: Matrix::default(),
             b: Matrix::default(),
             c: Matrix::default(),
             coeffs: vec![Scalar::ONE, -Scalar::ONE, Scalar::ONE.double()],
-            coeff_index: HashMap::new(),
+            coeff_index: HashMap::default(),
+            special: [Scalar::ONE, -Scalar::ONE, Scalar::ONE.double()].map(|c| blst::blst_fr::from(c).l),
             too_large: false,
+            max_entries: u32::MAX as usize,
+            hint: RecordHint::default(),
+            estimate_at: usize::MAX,
+            plain: None,
+        }
+    }
+
+    /// Reserves what `hint` says the recording will hold (nothing without one).
+    fn reserve(&mut self, hint: RecordHint) {
+        self.hint = hint;
+        if hint.max_constraints == 0 {
+            return;
+        }
+        // Failures are ignored: growth takes over where the system refuses.
+        let _ = self.input.try_reserve_exact(hint.inputs);
+        let _ = self.aux.try_reserve_exact(hint.aux);
+        for m in [&mut self.a, &mut self.b, &mut self.c] {
+            let _ = m.row_end.try_reserve_exact(hint.max_constraints);
+        }
+        // The entries per row are unknown until part of the circuit has run.
+        self.estimate_at = (hint.max_constraints / 16).max(1 << 12);
+    }
+
+    /// Once `estimate_at` rows are recorded: each matrix's entries for the rest,
+    /// at its density so far plus an eighth (a shrink to the final length stays
+    /// in place while it is over half the reservation).
+    fn reserve_entries(&mut self) {
+        self.estimate_at = usize::MAX;
+        let rows = self.a.row_end.len().max(1);
+        let left = self.hint.max_constraints.saturating_sub(rows);
+        for m in [&mut self.a, &mut self.b, &mut self.c] {
+            let per_row = m.entries.len() as f64 / rows as f64;
+            let more = (per_row * 1.125 * left as f64) as usize;
+            let _ = m.entries.try_reserve_exact(more);
         }
     }
 
     #[inline]
     fn push_aux(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
-        self.cs.push_aux(f)
+        if let Some(p) = &mut self.plain {
+            return p.push_aux(f);
+        }
+        self.aux.push(f()?);
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
     }
 
     #[inline]
     fn push_input(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
-        self.cs.push_input(f)
+        if let Some(p) = &mut self.plain {
+            return p.push_input(f);
+        }
+        self.input.push(f()?);
+        Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
     }
 
     #[inline]
@@ -258,12 +417,40 @@ impl Recorder {
         b: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         c: impl FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     ) {
+        if let Some(p) = &mut self.plain {
+            return p.push_constraint(a, b, c);
+        }
         let (a, b, c) = (a(LinearCombination::zero()), b(LinearCombination::zero()), c(LinearCombination::zero()));
+        if self.a.row_end.len() == self.estimate_at {
+            self.reserve_entries();
+        }
+        let before = [&self.a, &self.b, &self.c].map(|m| (m.row_end.len(), m.entries.len()));
         self.record(&a, 0);
         self.record(&b, 1);
         self.record(&c, 2);
-        // The values and densities, exactly as the plain synthesizer computes them.
-        self.cs.push_constraint(|_| a, |_| b, |_| c);
+        if self.too_large {
+            // This constraint did not fit: the rows before it are complete; they are
+            // evaluated, and it and the rest go the plain way.
+            for (m, (rows, entries)) in [&mut self.a, &mut self.b, &mut self.c].into_iter().zip(before) {
+                m.row_end.truncate(rows);
+                m.entries.truncate(entries);
+            }
+            let mut p = ProvingAssignment::resume(self.finish(true).0);
+            p.push_constraint(|_| a, |_| b, |_| c);
+            self.plain = Some(p);
+        }
+    }
+}
+
+/// The variables of `m` with a non-zero coefficient, as [`ProvingAssignment`]'s
+/// evaluation marks them (a recorded entry's coefficient is never zero): inputs
+/// into `input` when given, aux into `aux` when given.
+fn mark_density(m: &Matrix, mut input: Option<&mut Density>, mut aux: Option<&mut Density>) {
+    for e in &m.entries {
+        let d = if e.var & 1 == 1 { aux.as_deref_mut() } else { input.as_deref_mut() };
+        if let Some(d) = d {
+            d.set((e.var >> 1) as usize);
+        }
     }
 }
 
@@ -334,42 +521,43 @@ impl WitnessCs {
 
 cuzk_core::root_constraint_system!(WitnessCs);
 
-/// Synthesizes `circuit` as [`crate::synthesize`] does and also records its R1CS.
-/// The recording is `None` when the circuit is too large for the compact encoding
-/// (more than 2^31 variables or 2^32 entries in a matrix); the assignment is valid either way.
+/// Synthesizes `circuit` as [`crate::synthesize`] does and also records its R1CS:
+/// the same assignment, its a, b, c and densities computed from the recording once
+/// the circuit has run (see [`Recorder`]). The recording is `None` when the circuit
+/// is too large for the compact encoding (more than 2^31 variables or 2^32 entries
+/// in a matrix); the assignment is valid either way.
 ///
 /// # Errors
 /// [`SynthError::Circuit`] when the circuit's `synthesize` fails.
 pub fn synthesize_recording<C: Circuit<Scalar>>(circuit: C) -> Result<(Assignment, Option<Precompiled>), SynthError> {
+    record_limited(circuit, u32::MAX as usize, true, RecordHint::default())
+}
+
+/// [`synthesize_recording`] with at most `max_entries` entries per matrix (tests
+/// reach the too-large path with a small one), a, b, c left empty without
+/// `products` (where the circuit was recorded), its vectors reserved from `hint`.
+fn record_limited<C: Circuit<Scalar>>(
+    circuit: C,
+    max_entries: usize,
+    products: bool,
+    hint: RecordHint,
+) -> Result<(Assignment, Option<Precompiled>), SynthError> {
     let mut cs = Recorder::new();
+    cs.max_entries = max_entries;
+    cs.reserve(hint);
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
-    for i in 0..cs.cs.inputs() {
+    let inputs = cs.plain.as_ref().map_or(cs.input.len(), ProvingAssignment::inputs);
+    for i in 0..inputs {
         cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
     }
-    let assignment = cs.cs.into_inner();
-    if cs.too_large {
-        return Ok((assignment, None));
-    }
-    let shrink = |m: &mut Matrix| {
-        m.row_end.shrink_to_fit();
-        m.entries.shrink_to_fit();
-    };
-    shrink(&mut cs.a);
-    shrink(&mut cs.b);
-    shrink(&mut cs.c);
-    let pre = Precompiled {
-        inputs: assignment.input.len(),
-        aux: assignment.aux.len(),
-        a: cs.a,
-        b: cs.b,
-        c: cs.c,
-        coeffs: cs.coeffs,
-        a_aux_density: assignment.a_aux_density.clone(),
-        b_input_density: assignment.b_input_density.clone(),
-        b_aux_density: assignment.b_aux_density.clone(),
-    };
-    Ok((assignment, Some(pre)))
+    Ok(match cs.plain.take() {
+        Some(p) => (p.into_inner(), None),
+        None => {
+            let (assignment, pre) = cs.finish(products);
+            (assignment, Some(pre))
+        }
+    })
 }
 
 /// How to synthesize a circuit (see [`crate::synthesize_precompiled`]).
@@ -378,6 +566,12 @@ pub enum SynthMode<'a> {
     Plain,
     /// The plain way, also recording the circuit's structure.
     Record,
+    /// As `Record`, the recording's vectors reserved from what its parameters say
+    /// it will hold.
+    RecordSized(RecordHint),
+    /// As `RecordSized`, a, b, c left empty (for timing the recording apart: a
+    /// 32GiB partition's recording fits where its a, b, c besides it would not).
+    RecordOnly(RecordHint),
     /// Witness only, with the recorded structure of the same circuit.
     Precompiled(&'a Precompiled),
     /// As `Precompiled`, writing a, b, c into a buffer from the allocator when it
@@ -403,7 +597,11 @@ impl SynthMode<'_> {
     /// The recording and the allocator of the pre-compiled modes.
     pub fn precompiled(&self) -> Option<(&Precompiled, Option<&dyn EvalAlloc>)> {
         match *self {
-            SynthMode::Plain | SynthMode::Record | SynthMode::WitnessOnly { .. } => None,
+            SynthMode::Plain
+            | SynthMode::Record
+            | SynthMode::RecordSized(_)
+            | SynthMode::RecordOnly(_)
+            | SynthMode::WitnessOnly { .. } => None,
             SynthMode::Precompiled(pre) => Some((pre, None)),
             SynthMode::PrecompiledInto(pre, alloc) => Some((pre, Some(alloc))),
             SynthMode::PrecompiledGeneric(pre, alloc) => Some((pre, alloc)),
@@ -425,6 +623,8 @@ pub fn synthesize_in<C: Circuit<Scalar>>(
     match mode {
         SynthMode::Plain => synthesize(circuit).map(|a| (a, None)),
         SynthMode::Record => synthesize_recording(circuit),
+        SynthMode::RecordSized(hint) => record_limited(circuit, u32::MAX as usize, true, hint),
+        SynthMode::RecordOnly(hint) => record_limited(circuit, u32::MAX as usize, false, hint),
         SynthMode::Precompiled(pre) => synthesize_precompiled(circuit, pre).map(|a| (a, None)),
         SynthMode::PrecompiledInto(pre, alloc) => {
             synthesize_precompiled_into(circuit, pre, Some(alloc)).map(|a| (a, None))
@@ -719,6 +919,44 @@ mod tests {
     }
 
     #[test]
+    fn a_circuit_that_outgrows_the_encoding_is_synthesized_plainly_and_not_recorded() {
+        let spec = SyntheticSpec { constraints: 5_000, public_inputs: 3, a_density: 0.6, b_density: 0.3 };
+        // Matrices that overflow at the first constraint and later on.
+        for max in [0, 1, 4_000, 8_000] {
+            let (a, pre) =
+                record_limited(SyntheticCircuit::new(spec, 7).unwrap(), max, true, RecordHint::default()).unwrap();
+            assert!(pre.is_none(), "max {max}: not recorded");
+            assert_eq!(a, synthesize(SyntheticCircuit::new(spec, 7).unwrap()).unwrap(), "max {max}");
+        }
+        for max in [10, 200] {
+            let (a, pre) = record_limited(BitsCircuit { seed: 3 }, max, true, RecordHint::default()).unwrap();
+            assert!(pre.is_none());
+            assert_eq!(a, synthesize(BitsCircuit { seed: 3 }).unwrap(), "max {max}");
+        }
+        let (a, pre) =
+            record_limited(SyntheticCircuit::new(spec, 7).unwrap(), usize::MAX, true, RecordHint::default()).unwrap();
+        assert!(pre.is_some(), "within the limit: recorded");
+        assert_eq!(a, synthesize(SyntheticCircuit::new(spec, 7).unwrap()).unwrap());
+    }
+
+    #[test]
+    fn a_recording_sized_from_a_hint_right_or_wrong_is_the_same() {
+        let spec = SyntheticSpec { constraints: 70_000, public_inputs: 4, a_density: 0.8, b_density: 0.3 };
+        let (plain, pre) = synthesize_recording(SyntheticCircuit::new(spec, 2).unwrap()).unwrap();
+        let pre = pre.unwrap();
+        let exact = RecordHint { inputs: pre.inputs, aux: pre.aux, max_constraints: 1 << 17 };
+        for hint in [
+            exact,
+            RecordHint { inputs: 1, aux: 10, max_constraints: 5_000 },
+            RecordHint { max_constraints: 1 << 24, ..exact },
+        ] {
+            let (a, p) = synthesize_in(SyntheticCircuit::new(spec, 2).unwrap(), SynthMode::RecordSized(hint)).unwrap();
+            assert_eq!(a, plain, "{hint:?}");
+            assert_eq!(p.as_ref(), Some(&pre), "{hint:?}");
+        }
+    }
+
+    #[test]
     fn split_products_equal_one_thread() {
         let spec = SyntheticSpec { constraints: 10_007, public_inputs: 3, a_density: 0.7, b_density: 0.2 };
         let (plain, pre) = synthesize_recording(SyntheticCircuit::new(spec, 5).unwrap()).unwrap();
@@ -749,6 +987,11 @@ mod tests {
             assert_eq!(first, synthesize(SyntheticCircuit::new(spec, 1).unwrap()).unwrap());
             assert_eq!(pre.constraints(), spec.constraints);
             assert_eq!(pre.shape(), first.shape(), "{spec:?}: the recording's sizes are its circuits'");
+            let (only, pre_only) =
+                synthesize_in(SyntheticCircuit::new(spec, 1).unwrap(), SynthMode::RecordOnly(RecordHint::default()))
+                    .unwrap();
+            assert_eq!(pre_only.as_ref(), Some(&pre), "{spec:?}: the same recording without a, b, c");
+            assert!(only.abc.is_empty() && only.aux == first.aux && only.input == first.input);
             for seed in [2, 3] {
                 let plain = synthesize(SyntheticCircuit::new(spec, seed).unwrap()).unwrap();
                 let fast = synthesize_precompiled(SyntheticCircuit::new(spec, seed).unwrap(), &pre).unwrap();

@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Instant};
 
 pub use config::SynthesizeConfig;
 use cuzk_srs::ProvingKey;
-use cuzk_synth::{EvalAlloc, Evals, SynthMode};
+use cuzk_synth::{EvalAlloc, Evals, RecordHint, SynthMode};
 pub use urgent::UrgentThread;
 
 use crate::{
@@ -163,7 +163,12 @@ impl Synthesize {
         let t = Instant::now();
         let (op, result) = match &plan {
             Plan::Plain => ("synth_plain", circuit.synthesize_with(SynthMode::Plain)),
-            Plan::Record => ("synth_record", circuit.synthesize_with(SynthMode::Record)),
+            Plan::Record => {
+                // The parameters say what the recording will hold: reserved once.
+                let hint =
+                    RecordHint { inputs: key.num_inputs(), aux: key.l.len(), max_constraints: key.domain_size() };
+                ("synth_record", circuit.synthesize_with(SynthMode::RecordSized(hint)))
+            }
             Plan::Use(pre) => {
                 let alloc = self.evals.as_deref();
                 let mode = match (self.native, alloc) {
