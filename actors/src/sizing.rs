@@ -9,7 +9,7 @@
 use std::fmt;
 
 use cuzk_core::CircuitShape;
-use cuzk_gpu::sizing::{device_resident_bytes, device_staging_bytes, device_workspace_bytes};
+use cuzk_gpu::sizing::{device_matrices_bytes, device_resident_bytes, device_staging_bytes, device_workspace_bytes};
 use cuzk_srs::ProvingKey;
 
 use crate::{
@@ -38,6 +38,11 @@ pub struct DeviceSizing {
     pub workspace: u64,
     /// The parameter points when resident.
     pub resident: u64,
+    /// The recording's A and B matrices, where the backend evaluates a, b, c on
+    /// the device (`cuzk_gpu::sizing::device_matrices_bytes`), and whether they fit
+    /// beside the workspace and the resident points (else a, b, c are evaluated
+    /// on the host).
+    pub matrices: Option<(u64, bool)>,
     /// Staging buffers beyond the workspace's one that fit beside it (and the
     /// resident points when resident), up to `backend.device_buffers` − 1: with one
     /// or more, the next partition uploads while one computes.
@@ -77,12 +82,14 @@ pub struct Sizing {
 }
 
 /// Sizes `shape` (a circuit proved in `partitions` partitions) for the backend
-/// `selected` under `cfg`.
+/// `selected` under `cfg`. `nonzeros`: A's and B's non-zero entries
+/// (`cuzk_synth::shape_and_nonzeros`), what the device keeps to evaluate a, b, c.
 ///
 /// # Errors
 /// When the host budget cannot be computed (the machine's memory is unreadable).
 pub fn size(
     shape: &CircuitShape,
+    nonzeros: [usize; 2],
     partitions: usize,
     cfg: &Config,
     selected: &SelectedBackend,
@@ -117,7 +124,17 @@ pub fn size(
                 } else {
                     Placement::Streamed
                 };
-                let held = workspace + if placement == Placement::Resident { resident } else { 0 };
+                let mut held = workspace + if placement == Placement::Resident { resident } else { 0 };
+                // The matrices take precedence over a second staging buffer, not over
+                // the resident points (`CudaBackend::ensure_matrices`).
+                let matrices = witness_partition.map(|_| {
+                    let bytes = device_matrices_bytes(shape.constraints, nonzeros[0], nonzeros[1], 0);
+                    let fits = placement != Placement::TooSmall && held + bytes <= d.vram_budget;
+                    if fits {
+                        held += bytes;
+                    }
+                    (bytes, fits)
+                });
                 let buffer = device_staging_bytes(shape.domain_log2());
                 let room = d.vram_budget.saturating_sub(held) / buffer.max(1);
                 let extra_buffers = if placement == Placement::TooSmall {
@@ -130,6 +147,7 @@ pub fn size(
                     vram_budget: d.vram_budget,
                     workspace,
                     resident,
+                    matrices,
                     extra_buffers,
                     buffer,
                     placement,
@@ -249,6 +267,18 @@ impl fmt::Display for Sizing {
                 ),
                 Placement::TooSmall => format!("one partition's workspace ({}) does not fit", ByteSize(d.workspace)),
             };
+            let what = match d.matrices {
+                Some((bytes, true)) => {
+                    format!("{what}; + the recording's A and B matrices ({}) for a, b, c on the GPU", ByteSize(bytes))
+                }
+                Some((bytes, false)) => {
+                    format!(
+                        "{what}; no room for the recording's A and B matrices ({}): a, b, c on the host",
+                        ByteSize(bytes)
+                    )
+                }
+                None => what,
+            };
             let extra = if d.extra_buffers > 0 {
                 format!(
                     "; + {} more staging buffer(s) of {} (uploads beside compute)",
@@ -288,6 +318,10 @@ mod tests {
         }
     }
 
+    /// A and B's non-zeros in a 32GiB PoRep partition's recording (`synth_bench`
+    /// with `RECORD_ONLY=1` on a shape-only C1, build machine).
+    const NONZEROS_32GIB: [usize; 2] = [309_405_051, 130_327_340];
+
     /// The CPU backend (no device) with a host budget of `host` bytes.
     fn cfg(host: u64, max_concurrency: usize) -> (Config, SelectedBackend) {
         let mut cfg = Config::default();
@@ -302,7 +336,7 @@ mod tests {
     fn a_32gib_partition_on_the_cpu_backend_is_sized_as_the_stages_reserve_it() {
         let shape = porep_32gib();
         let (c, cpu) = cfg(200 << 30, 64);
-        let s = size(&shape, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
         assert_eq!(s.params, 47_373_927_744, "the decoded size the engine reported at 32GiB");
         assert_eq!(s.partition, partition_bytes_for_shape(&shape, true));
         assert_eq!(s.recording, 64 << 27);
@@ -313,13 +347,14 @@ mod tests {
         assert!(s.to_string().ends_with("fits"), "{s}");
         // Capped by the configuration.
         let (c, cpu) = cfg(200 << 30, 1);
-        let s = size(&shape, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
         assert_eq!(s.at_once, 1);
         assert!(s.to_string().contains("capped by synthesize.max_concurrency"), "{s}");
     }
 
-    /// The CPU backend, claiming to evaluate a, b, c itself (as the CUDA backend does).
-    struct Deferring;
+    /// The CPU backend, claiming to evaluate a, b, c itself (as the CUDA backend
+    /// does), on one device with this VRAM budget.
+    struct Deferring(u64);
 
     impl cuzk_gpu::Backend for Deferring {
         fn name(&self) -> &'static str {
@@ -339,15 +374,22 @@ mod tests {
         fn abc_on_device(&self) -> bool {
             true
         }
+        fn device_stats(&self) -> Vec<cuzk_gpu::DeviceStats> {
+            vec![cuzk_gpu::DeviceStats { device: 0, vram_budget: self.0, ..Default::default() }]
+        }
     }
 
     #[test]
     fn a_backend_that_evaluates_a_b_c_admits_more_partitions_once_recorded() {
         let shape = porep_32gib();
         let (c, _) = cfg(125 << 30, 64);
-        let deferring =
-            SelectedBackend { backend: std::sync::Arc::new(Deferring), devices: 1, on_device: false, pinned_bytes: 0 };
-        let s = size(&shape, 10, &c, &deferring).unwrap();
+        let deferring = SelectedBackend {
+            backend: std::sync::Arc::new(Deferring(0)),
+            devices: 1,
+            on_device: false,
+            pinned_bytes: 0,
+        };
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &deferring).unwrap();
         let m = 1u64 << shape.domain_log2();
         assert_eq!(s.witness_partition, Some(s.partition - 3 * 32 * m));
         let room = (125u64 << 30) - s.params - s.recording - c.budget.deadline_reserve_bytes(125 << 30);
@@ -356,16 +398,50 @@ mod tests {
         assert!(s.to_string().contains("once the circuit is recorded"), "{s}");
         // The CPU backend computes them on the host: no such line.
         let (c, cpu) = cfg(125 << 30, 64);
-        let s = size(&shape, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
         assert_eq!(s.witness_partition, None);
         assert!(!s.to_string().contains("once the circuit is recorded"), "{s}");
+    }
+
+    #[test]
+    fn the_device_holds_the_recordings_matrices_where_they_fit_beside_the_points() {
+        let shape = porep_32gib();
+        let (c, _) = cfg(125 << 30, 64);
+        let on = |vram: u64| {
+            let b = SelectedBackend {
+                backend: std::sync::Arc::new(Deferring(vram)),
+                devices: 1,
+                on_device: true,
+                pinned_bytes: 0,
+            };
+            size(&shape, NONZEROS_32GIB, 10, &c, &b).unwrap()
+        };
+        // 130.3M rows and 439.7M non-zeros: the 4.56 GB the H100 run logged.
+        let bytes = device_matrices_bytes(shape.constraints, NONZEROS_32GIB[0], NONZEROS_32GIB[1], 0);
+        assert_eq!(bytes / 10_000_000, 456, "{bytes}");
+        let s = on(80_000_000_000);
+        let d = &s.devices[0];
+        assert_eq!(d.placement, Placement::Resident);
+        assert_eq!(d.matrices, Some((bytes, true)));
+        assert!(d.workspace + d.resident + bytes <= d.vram_budget);
+        // What is left after them is less than a second staging buffer.
+        assert_eq!(d.extra_buffers, 0, "{s}");
+        assert!(s.to_string().contains("A and B matrices (4.25 GiB) for a, b, c on the GPU"), "{s}");
+        // Room for the points but not the matrices as well: a, b, c on the host.
+        let s = on(d.workspace + d.resident + bytes - 1);
+        assert_eq!(s.devices[0].placement, Placement::Resident);
+        assert_eq!(s.devices[0].matrices, Some((bytes, false)));
+        assert!(s.to_string().contains("no room for the recording's A and B matrices"), "{s}");
+        // The CPU backend: no matrices on any device.
+        let (c, cpu) = cfg(125 << 30, 64);
+        assert!(size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap().devices.iter().all(|d| d.matrices.is_none()));
     }
 
     #[test]
     fn a_host_too_small_gets_an_error_naming_the_budget_and_the_shortfall() {
         let shape = porep_32gib();
         let (c, cpu) = cfg(60 << 30, 0);
-        let s = size(&shape, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
         assert_eq!(s.at_once, 0);
         let e = s.check().unwrap_err();
         let short = s.params + s.partition - (60u64 << 30);
@@ -373,7 +449,7 @@ mod tests {
         assert!(s.to_string().contains("partitions synthesized at once: none"), "{s}");
         // Room for parameters and a partition but not the recording: plain synthesis.
         let (c, cpu) = cfg(s.params + s.partition + (1 << 30), 0);
-        let s = size(&shape, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
         assert_eq!(s.at_once, 0);
         assert!(s.check().is_ok());
         assert!(s.to_string().contains("without the recording"), "{s}");

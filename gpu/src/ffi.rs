@@ -395,9 +395,12 @@ pub(crate) mod cuda {
 
         /// Device bytes the matrices of `v` take.
         pub fn bytes(v: &cuzk_core::R1csView<'_>) -> u64 {
-            ((v.a.row_end.len() + v.b.row_end.len()) * 4
-                + (v.a.entries.len() + v.b.entries.len()) * 8
-                + v.coeffs.len() * 32) as u64
+            crate::sizing::device_matrices_bytes(
+                v.a.row_end.len(),
+                v.a.entries.len(),
+                v.b.entries.len(),
+                v.coeffs.len(),
+            )
         }
     }
 

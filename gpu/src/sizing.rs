@@ -27,3 +27,11 @@ pub fn device_staging_bytes(lg: u32) -> u64 {
 pub fn device_resident_bytes(h: usize, l: usize, a: usize, b_g1: usize, b_g2: usize) -> u64 {
     (h + l + a + b_g1) as u64 * 96 + b_g2 as u64 * 192
 }
+
+/// Device bytes of a recorded circuit's A and B matrices when resident (a, b, c
+/// evaluated on the device): row ends (u32) and entries (u32 variable, u32
+/// coefficient index) of both, and the coefficient table. 4.56 GB for a 32GiB
+/// PoRep partition (130.3M rows, 309.4M + 130.3M non-zeros).
+pub fn device_matrices_bytes(rows: usize, a_nonzeros: usize, b_nonzeros: usize, coeffs: usize) -> u64 {
+    (2 * rows * 4 + (a_nonzeros + b_nonzeros) * 8 + coeffs * 32) as u64
+}

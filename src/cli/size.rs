@@ -21,10 +21,10 @@ pub fn run(cfg: &Config, a: SizeArgs) -> Result<ExitCode> {
     let proof = fil::proof_for_sector_size(&a.sector_size).map_err(anyhow::Error::msg)?;
     let t = Instant::now();
     // The blank circuit's shape: no witness, no parameters (a minute at 32GiB).
-    let shape = cuzk::synth::shape_of(fil::blank_circuit(proof)?)?;
+    let (shape, nonzeros) = cuzk::synth::shape_and_nonzeros(fil::blank_circuit(proof)?)?;
     let shape_s = t.elapsed().as_secs_f64();
     let selected = cuzk::actors::services::select_backend(&cfg.engine.backend)?;
-    let sizing = cuzk::actors::sizing::size(&shape, usize::from(proof.partitions()), &cfg.engine, &selected)
+    let sizing = cuzk::actors::sizing::size(&shape, nonzeros, usize::from(proof.partitions()), &cfg.engine, &selected)
         .map_err(anyhow::Error::msg)?;
     println!("{proof:?} (shape in {shape_s:.1} s)");
     println!("{sizing}");

@@ -33,7 +33,7 @@ pub use precompiled::{
     synthesize_deferred, synthesize_in, synthesize_native, synthesize_precompiled, synthesize_precompiled_into,
     synthesize_recording, witness_only, Precompiled, RecordHint, SynthMode, WitnessCs,
 };
-pub use shape_of::shape_of;
+pub use shape_of::{shape_and_nonzeros, shape_of};
 pub use synthetic::{SyntheticCircuit, SyntheticSpec};
 
 /// The scalar field every circuit here is over (BLS12-381's Fr).

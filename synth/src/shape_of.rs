@@ -16,25 +16,31 @@ use crate::{Density, SynthError};
 struct ShapeCs {
     inputs: usize,
     constraints: usize,
+    /// Non-zero entries of A and B (what a recording's matrices will hold).
+    nonzeros: [usize; 2],
     b_input: Density,
     a_aux: Density,
     b_aux: Density,
 }
 
-/// Marks the variables of `lc` with a non-zero coefficient.
-fn mark(lc: &LinearCombination<Scalar>, input: Option<&mut Density>, aux: &mut Density) {
-    if let Some(d) = input {
-        for (&i, c) in lc.iter_inputs() {
-            if !c.is_zero_vartime() {
+/// Marks the variables of `lc` with a non-zero coefficient; returns how many it has.
+fn mark(lc: &LinearCombination<Scalar>, mut input: Option<&mut Density>, aux: &mut Density) -> usize {
+    let mut n = 0;
+    for (&i, c) in lc.iter_inputs() {
+        if !c.is_zero_vartime() {
+            n += 1;
+            if let Some(d) = input.as_deref_mut() {
                 d.set(i);
             }
         }
     }
     for (&i, c) in lc.iter_aux() {
         if !c.is_zero_vartime() {
+            n += 1;
             aux.set(i);
         }
     }
+    n
 }
 
 impl ShapeCs {
@@ -66,8 +72,8 @@ impl ShapeCs {
         // Inputs are always fully dense in A (the `input * 0 = 0` constraints), and
         // C has no query of its own (its LC is not even built): only A's aux and B's
         // inputs and aux are tracked.
-        mark(&a(LinearCombination::zero()), None, &mut self.a_aux);
-        mark(&b(LinearCombination::zero()), Some(&mut self.b_input), &mut self.b_aux);
+        self.nonzeros[0] += mark(&a(LinearCombination::zero()), None, &mut self.a_aux);
+        self.nonzeros[1] += mark(&b(LinearCombination::zero()), Some(&mut self.b_input), &mut self.b_aux);
         self.constraints += 1;
     }
 }
@@ -82,19 +88,29 @@ cuzk_core::root_constraint_system!(ShapeCs);
 /// # Errors
 /// [`SynthError::Circuit`] when the circuit's `synthesize` fails.
 pub fn shape_of<C: Circuit<Scalar>>(circuit: C) -> Result<CircuitShape, SynthError> {
+    shape_and_nonzeros(circuit).map(|(shape, _)| shape)
+}
+
+/// [`shape_of`], and the non-zero entries of A and B: what the circuit's
+/// recording holds in the matrices a device keeps to evaluate a, b, c.
+///
+/// # Errors
+/// As [`shape_of`].
+pub fn shape_and_nonzeros<C: Circuit<Scalar>>(circuit: C) -> Result<(CircuitShape, [usize; 2]), SynthError> {
     let mut cs = ShapeCs::new_root();
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
     for i in 0..cs.inputs {
         cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
     }
-    Ok(CircuitShape {
+    let shape = CircuitShape {
         constraints: cs.constraints,
         inputs: cs.inputs,
         aux: cs.a_aux.len(),
         a_query: cs.inputs + cs.a_aux.count(),
         b_query: cs.b_input.count() + cs.b_aux.count(),
-    })
+    };
+    Ok((shape, cs.nonzeros))
 }
 
 #[cfg(test)]
@@ -110,6 +126,10 @@ mod tests {
             let spec = SyntheticSpec { constraints, public_inputs, a_density, b_density };
             let want = synthesize(SyntheticCircuit::new(spec, 7).unwrap()).unwrap().shape();
             assert_eq!(shape_of(SyntheticCircuit::new(spec, 7).unwrap()).unwrap(), want, "{spec:?}");
+            let (_, pre) = crate::synthesize_recording(SyntheticCircuit::new(spec, 7).unwrap()).unwrap();
+            let [a, b, _] = pre.unwrap().nonzeros_per_matrix();
+            let (shape, nonzeros) = shape_and_nonzeros(SyntheticCircuit::new(spec, 7).unwrap()).unwrap();
+            assert_eq!((shape, nonzeros), (want, [a, b]), "{spec:?}: the recording's A and B");
         }
     }
 }
