@@ -8,7 +8,9 @@
 //! `WITNESS_ONLY=1`: the first partition's witness alone, native then generic, no
 //! recording (for 32GiB-class partitions); `RECORD_ONLY=1`: the first partition's
 //! recording alone, a, b, c not computed (fits a 32GiB-class partition in ~14 GB;
-//! `HINT=1`: its vectors reserved as the engine reserves them from the parameters); `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
+//! `HINT=1`: its vectors reserved as the engine reserves them from the parameters;
+//! `SAVE=FILE`: then written to FILE and loaded back, as a restarted process does;
+//! `LOAD=FILE`: only that load); `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
 //! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
 //! contention of a stream).
 //!
@@ -113,6 +115,14 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let path = args.next().expect("usage: synth_bench <c1.json> [repeats]");
     let repeats: usize = args.next().map_or(3, |r| r.parse().expect("repeats is a number"));
+    if let Some(saved) = std::env::var_os("LOAD") {
+        // A recording saved with SAVE, loaded as a restarted process loads it.
+        let t = Meter::start();
+        let back =
+            cuzk_synth::Precompiled::read_from(std::fs::File::open(saved).expect("open"), &[7u8; 32]).expect("load");
+        println!("loaded:      {:>8.3} s  constraints {}  {}", t.wall(), back.constraints(), t.report());
+        return;
+    }
     let bytes = std::fs::read(&path).expect("read C1");
     let parts = || partition_circuits(parse_c1(&bytes, usize::MAX).unwrap()).unwrap();
     if std::env::var_os("WITNESS_ONLY").is_some() {
@@ -151,6 +161,18 @@ fn main() {
             pre.heap_bytes() as f64 / (1 << 20) as f64,
             t.report()
         );
+        if let Some(path) = std::env::var_os("SAVE") {
+            // What a restarted process does with a saved recording: write, then load.
+            let id = [7u8; 32];
+            let t = Meter::start();
+            pre.write_to(std::fs::File::create(&path).expect("create"), &id).expect("write");
+            println!("saved:       {:>8.3} s  {}", t.wall(), t.report());
+            drop(pre);
+            let t = Meter::start();
+            let back =
+                cuzk_synth::Precompiled::read_from(std::fs::File::open(&path).expect("open"), &id).expect("load");
+            println!("loaded:      {:>8.3} s  constraints {}  {}", t.wall(), back.constraints(), t.report());
+        }
         return;
     }
     let t = Instant::now();
