@@ -19,7 +19,8 @@
 #   "bg2cpu" (BENCH again with prepare_msm.b_g2 = "cpu", to compare B_G2 placement)
 #   "full" (32GiB/64GiB shape-only C1s against in-memory timing parameters, below),
 #   "fullbase" (supraseal-c2 on the first partitions of that circuit, then cuzk, on
-#   the same timing-parameter file and C1, below),
+#   the same timing-parameter file and C1, below), "restart" (first-ever proof and
+#   first proofs after a restart, parameters on local disk, below),
 #   "kinds" (tests/post_update.rs on this host's backend: WinningPoSt, WindowPoSt and
 #   SnapDeals proofs checked by filecoin-proofs' verifiers) and "deadline" (`cuzk
 #   bench deadline`: WinningPoSt / WindowPoSt-partition latency alone and under a
@@ -390,6 +391,55 @@ if [[ " $PHASES " == *" fullbase "* ]]; then
             say "fullbase $SZ cuzk x${FULLBASE_COUNT:-1} rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^cuzk|^stage busy|^ops|^pinned|^wall' "$L" | tr '\n' ' ')"
         fi
         kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
+    done
+fi
+
+if [[ " $PHASES " == *" restart "* ]]; then
+    # Cold starts at full size with the parameters on local disk (the timing-parameter
+    # file of "fullbase"): one new `cuzk prove` process per entry of
+    # RESTART_RUNS="first warm cold", each submitting at its start, Verify off.
+    # "first" deletes any saved recording (the first-ever proof: parameters read from
+    # a page cache dropped first, the circuit recorded, then saved beside them);
+    # "warm" reuses the saved recording with the page cache as the last process left
+    # it (a daemon restart); "cold" drops the page cache first (a host reboot).
+    # RESTART_COUNT=2 proofs each (the first run RESTART_FIRST_COUNT, default the same:
+    # 8 or more make it a stream with a steady state), RESTART_TIMEOUT=300 s each.
+    SZ=${FULL_SIZES%% *}; SZ=${SZ:-32GiB}
+    TP=/tmp/cuzk-params/timing-$SZ
+    if [ ! -f "$TP/.done" ]; then
+        t=$(date +%s)
+        "$D/cuzk" srs gen --porep "$SZ" --timing --seed 1 --cache "$TP" > "$OUT/restart-gen-$SZ.log" 2>&1 && touch "$TP/.done"
+        say "srs gen --porep $SZ --timing rc=$? ($(( $(date +%s) - t )) s)"
+    fi
+    C1=/tmp/cuzk-c1-shape-$SZ
+    [ -f "$C1/meta.json" ] || "$D/cuzk" gen-c1 --shape-only --sector-size "$SZ" --seed 1 --out "$C1" > "$OUT/full-c1-$SZ.log" 2>&1
+    meta_ids "$C1"
+    CFG=$OUT/restart-$SZ.toml
+    printf '[backend]\nkind = "gpu"\n[verify]\nenabled = false\n%b' "${RESTART_EXTRA:-}" > "$CFG"
+    for R in ${RESTART_RUNS:-first warm cold}; do
+        case $R in
+            first) rm -f "$TP"/cuzk-recording-* ;;
+            *) ls "$TP"/cuzk-recording-*.bin > /dev/null 2>&1 || say "restart $R: no saved recording in $TP" ;;
+        esac
+        if [ "$R" != warm ]; then
+            sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || say "restart $R: could not drop the page cache"
+        fi
+        L="$OUT/restart-$SZ-$R.log"
+        N=${RESTART_COUNT:-2}; [ "$R" = first ] && N=${RESTART_FIRST_COUNT:-$N}
+        nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 500 \
+            > "$OUT/restart-$SZ-$R-nvml.csv" 2>/dev/null &
+        SMI=$!
+        t=$(date +%s)
+        RUST_LOG=info timeout "${RESTART_TIMEOUT:-300}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" \
+            --sector-id "$SID" --param-cache "$TP" --count "$N" --seed 1 > "$L" 2>&1 &
+        P=$!
+        sample "$OUT/restart-$SZ-$R-mem.txt" $P
+        wait $P; rc=$?
+        kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
+        say "restart $SZ $R rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^cuzk|^ops|^wall' "$L" | tr '\n' ' ')"
+        say "restart $SZ $R log: $(grep -oE '(parameters loaded|circuit recording (loaded|saved)|recorded)[^\n]*' "$L" | cut -c1-200 | tr '\n' ';')"
+        # The first run's recording is saved in the background: let it finish.
+        for _ in $(seq 60); do ls "$TP"/cuzk-recording-*.tmp* > /dev/null 2>&1 || break; sleep 1; done
     done
 fi
 

@@ -44,6 +44,12 @@ fn c1_json_and_wrapper_prove_and_verify() {
     // The witness is mostly bits: PrepareMsm split the MSM scalars by value, and the
     // same proof comes out with every scalar converted instead.
     assert!(a.timings.ops.iter().any(|(n, _)| *n == "bit_split"), "the PoRep witness takes the bit split");
+    // The circuit was recorded (blank) while the parameters loaded: no partition of
+    // the engine's first jobs records it, each computes only its witness.
+    for o in [&a, &b] {
+        let ops: Vec<_> = o.timings.ops.iter().map(|(n, _)| *n).collect();
+        assert!(ops.contains(&"synth_native") && !ops.contains(&"synth_record"), "{ops:?}");
+    }
     engine.shutdown();
     let dense = engine_with(|c| {
         c.ingest.param_cache = param_cache();
@@ -83,7 +89,8 @@ impl cuzk::gpu::Backend for DeferringCpu {
 /// With a backend that evaluates a, b, c itself, synthesis of a recorded circuit
 /// computes only the witness (`Evals::Deferred`), and the proof is byte for byte the
 /// one of the host's a, b, c: the first job records the circuit (a, b, c on the
-/// host), the second leaves them to the backend.
+/// host; not beside the parameters' load, which would leave no job to compare),
+/// the second leaves them to the backend.
 #[test]
 fn a_b_c_left_to_the_backend_give_the_same_proof() {
     let dir = param_cache();
@@ -91,6 +98,7 @@ fn a_b_c_left_to_the_backend_give_the_same_proof() {
     let mut cfg: EngineConfig = small_config();
     cfg.ingest.param_cache = dir;
     cfg.verify.enabled = true;
+    cfg.synthesize.record_beside_load = false;
     let selected = cuzk::actors::services::SelectedBackend {
         backend: std::sync::Arc::new(DeferringCpu),
         devices: 1,
@@ -308,7 +316,7 @@ fn preloaded_parameters_are_charged_to_the_host_budget() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     // A job now finds them resident: after it, the budget holds them and the circuit
-    // recording made from its partition (kept with the parameters), nothing else.
+    // recording made beside their load (kept with them), nothing else.
     let f = fixture(4);
     let out = engine.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id)).unwrap();
     assert!(verify(&f, f.sector_id, &out.wait_blocking().unwrap().proof_bytes()));
@@ -372,8 +380,8 @@ fn non_interactive_porep_2kib_aggregates_and_verifies() {
     assert!(out.timings.ops.iter().any(|(n, _)| *n == "aggregate"), "aggregation is timed");
     let ops: Vec<_> = out.timings.ops.iter().map(|(n, _)| *n).collect();
     assert!(
-        ops.contains(&"synth_record") && ops.contains(&"synth_native"),
-        "one partition records the circuit, later ones use the recording and the native witness: {ops:?}"
+        !ops.contains(&"synth_record") && ops.contains(&"synth_native"),
+        "the circuit recorded beside the parameters' load, every partition computes its witness natively: {ops:?}"
     );
     let held = e1.snapshot_blocking().precompiled_bytes;
     assert!(held > 100 << 20, "the 2KiB recording is kept with its parameters: {held} bytes");

@@ -205,6 +205,19 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     // Recordings go with their parameters: release them as soon as those are evicted.
     let purge = recordings.clone();
     params.set_on_evict(move || purge.purge());
+    // A set's recording is read, or its blank circuit recorded, while its points
+    // load: the first proof waits for the longer of the two, not their sum.
+    let beside = recordings.clone();
+    let record_beside_load = cfg.synthesize.record_beside_load;
+    params.set_on_loading(move |proof, header| {
+        if !record_beside_load {
+            return None;
+        }
+        let prepared = beside.prepare(proof, header)?;
+        let cache = beside.clone();
+        Some(Box::new(move |key: &Arc<cuzk_srs::ProvingKey>| cache.adopt(key, prepared))
+            as crate::services::params::BesideLoad)
+    });
     // A loaded set goes to the devices while its first partitions synthesize, not
     // with the first partition to reach one (a 2KiB set: 0.2-0.5 s of upload).
     let be = backend.clone();

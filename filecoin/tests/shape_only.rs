@@ -5,10 +5,10 @@
 mod common;
 
 use cuzk_filecoin::{
-    check_replica_id, is_non_interactive, parse_c1, partition_circuits, proof_from_number, shape_only_c1,
-    RegisteredSealProof,
+    blank_circuit_of, check_replica_id, is_non_interactive, parse_c1, partition_circuits, proof_from_number,
+    shape_only_c1, CircuitId, RegisteredSealProof,
 };
-use cuzk_synth::SynthMode;
+use cuzk_synth::{record_blank, RecordHint, SynthMode};
 
 const PROVER: [u8; 32] = [7; 32];
 
@@ -52,6 +52,24 @@ fn a_shape_only_circuit_is_the_real_circuit() {
             assert_eq!(rp.constraints(), fp.constraints(), "{proof:?}");
             assert_eq!(rp.nonzeros(), fp.nonzeros(), "{proof:?}");
             assert_eq!((ra.input.len(), ra.aux.len()), (fa.input.len(), fa.aux.len()), "{proof:?}");
+        }
+    }
+}
+
+/// The blank circuit (what the parameters are made for) records exactly what a real
+/// sector's partitions record, so the engine can record it while the parameters
+/// load, before any partition reaches synthesis.
+#[test]
+fn the_blank_circuit_records_what_a_real_partition_does() {
+    for proof in
+        [RegisteredSealProof::StackedDrg2KiBV1_1, RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep]
+    {
+        let blank = blank_circuit_of(CircuitId::Seal(proof)).unwrap();
+        let blank = record_blank(blank, RecordHint::default()).unwrap().expect("2KiB fits the encoding");
+        let real = parse_c1(&common::c1_json(proof, 1), usize::MAX).unwrap();
+        for (k, part) in partition_circuits(real).unwrap().into_iter().enumerate().take(2) {
+            let (_, pre) = part.synthesize_with(SynthMode::Record).unwrap();
+            assert!(pre.as_ref() == Some(&blank), "{proof:?} partition {k}: the blank recording differs");
         }
     }
 }

@@ -120,6 +120,19 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// The verifying key, at the start of the file.
+    fn vk(&mut self) -> Result<VerifyingKey<Bls12>, SrsError> {
+        Ok(VerifyingKey::<Bls12> {
+            alpha_g1: self.one("vk.alpha_g1")?,
+            beta_g1: self.one("vk.beta_g1")?,
+            beta_g2: self.one("vk.beta_g2")?,
+            gamma_g2: self.one("vk.gamma_g2")?,
+            delta_g1: self.one("vk.delta_g1")?,
+            delta_g2: self.one("vk.delta_g2")?,
+            ic: self.vec("vk.ic")?,
+        })
+    }
+
     /// A length-prefixed vector of points, decoded in parallel.
     fn vec<P: Point>(&mut self, section: &'static str) -> Result<Vec<P>, SrsError> {
         let n = self.len(section)?;
@@ -153,20 +166,71 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// What a parameter file says before its points: the verifying key and the length of
+/// each point vector. Read in a fraction of a second (the vectors are skipped by their
+/// lengths), so a circuit's recording can start while its points load.
+#[derive(Clone)]
+pub struct KeyHeader {
+    pub vk: VerifyingKey<Bls12>,
+    /// Lengths of `h`, `l`, `a`, `b_g1` and `b_g2`, in file order.
+    pub lens: [usize; 5],
+}
+
+impl KeyHeader {
+    /// Number of inputs, including `ONE` (as [`ProvingKey::num_inputs`]).
+    pub fn num_inputs(&self) -> usize {
+        self.vk.ic.len()
+    }
+
+    /// Aux variables (the L points).
+    pub fn aux(&self) -> usize {
+        self.lens[1]
+    }
+
+    /// The evaluation domain (as [`ProvingKey::domain_size`]).
+    pub fn domain_size(&self) -> usize {
+        self.lens[0] + 1
+    }
+}
+
+impl ProvingKey {
+    /// This key's [`KeyHeader`], as its file would give it.
+    pub fn header(&self) -> KeyHeader {
+        KeyHeader {
+            vk: self.vk.clone(),
+            lens: [self.h.len(), self.l.len(), self.a.len(), self.b_g1.len(), self.b_g2.len()],
+        }
+    }
+}
+
+pub(crate) fn read_header(path: &Path) -> Result<KeyHeader, SrsError> {
+    let io = |source| SrsError::Io { path: path.to_path_buf(), source };
+    let file = File::open(path).map_err(io)?;
+    let file_len = usize::try_from(file.metadata().map_err(io)?.len()).unwrap_or(usize::MAX);
+    let mut r = Reader { path, file: &file, file_len, offset: 0, checked: false, buf: Vec::new() };
+    let vk = r.vk()?;
+    let mut lens = [0; 5];
+    for (i, (section, size)) in
+        [("h", G1_LEN), ("l", G1_LEN), ("a", G1_LEN), ("b_g1", G1_LEN), ("b_g2", G2_LEN)].into_iter().enumerate()
+    {
+        let n = r.len(section)?;
+        let bytes = n.saturating_mul(size);
+        r.fits(section, bytes)?;
+        r.offset += bytes;
+        lens[i] = n;
+    }
+    if r.offset != file_len {
+        return Err(SrsError::TrailingBytes { path: path.to_path_buf(), offset: r.offset, extra: file_len - r.offset });
+    }
+    Ok(KeyHeader { vk, lens })
+}
+
 pub(crate) fn load(path: &Path, opts: LoadOptions) -> Result<ProvingKey, SrsError> {
     let io = |source| SrsError::Io { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io)?;
     let file_len = usize::try_from(file.metadata().map_err(io)?.len()).unwrap_or(usize::MAX);
     let mut r = Reader { path, file: &file, file_len, offset: 0, checked: opts.subgroup_checks, buf: Vec::new() };
-    let vk = VerifyingKey::<Bls12> {
-        alpha_g1: r.one("vk.alpha_g1")?,
-        beta_g1: r.one("vk.beta_g1")?,
-        beta_g2: r.one("vk.beta_g2")?,
-        gamma_g2: r.one("vk.gamma_g2")?,
-        delta_g1: r.one("vk.delta_g1")?,
-        delta_g2: r.one("vk.delta_g2")?,
-        ic: r.vec("vk.ic")?,
-    };
+    let vk = r.vk()?;
     let h = r.vec("h")?;
     let l = r.vec("l")?;
     let a = r.vec("a")?;

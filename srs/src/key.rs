@@ -68,6 +68,15 @@ impl ProvingKey {
         file::load(path.as_ref(), opts)
     }
 
+    /// Reads only the verifying key and the vectors' lengths of a parameter file
+    /// ([`KeyHeader`](crate::KeyHeader)); the file's length is checked against them.
+    ///
+    /// # Errors
+    /// As [`ProvingKey::load`], for the header and the file's length.
+    pub fn read_header(path: impl AsRef<Path>) -> Result<crate::KeyHeader, SrsError> {
+        file::read_header(path.as_ref())
+    }
+
     /// Writes the parameters in bellperson's format (atomically: temporary file, then
     /// rename).
     ///

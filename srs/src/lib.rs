@@ -21,7 +21,7 @@ mod key;
 mod timing;
 
 pub use error::SrsError;
-pub use file::LoadOptions;
+pub use file::{KeyHeader, LoadOptions};
 pub use generate::{generate_bellperson, generate_random};
 pub use key::ProvingKey;
 pub use timing::{generate_timing, timing_msm_dlog, TimingVector};

@@ -53,3 +53,28 @@ fn a_file_truncated_while_loading_is_an_error_not_a_crash() {
     // Whole again: loads.
     ProvingKey::load(&path, LoadOptions::default()).unwrap();
 }
+
+#[test]
+fn a_files_header_is_its_keys_without_reading_the_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("key.params");
+    let spec = SyntheticSpec { constraints: 1 << 10, public_inputs: 3, a_density: 1.0, b_density: 0.5 };
+    let key = generate_random(SyntheticCircuit::new(spec, 0).unwrap(), &mut ChaCha20Rng::seed_from_u64(2)).unwrap();
+    key.write(&path).unwrap();
+    let h = ProvingKey::read_header(&path).unwrap();
+    let want = key.header();
+    assert_eq!(h.lens, want.lens);
+    assert_eq!(h.lens, [key.h.len(), key.l.len(), key.a.len(), key.b_g1.len(), key.b_g2.len()]);
+    assert_eq!((h.num_inputs(), h.aux(), h.domain_size()), (key.num_inputs(), key.l.len(), key.domain_size()));
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    h.vk.write(&mut a).unwrap();
+    key.vk.write(&mut b).unwrap();
+    assert_eq!(a, b);
+    // A file cut short, or with bytes after its points, is refused by name.
+    let full = std::fs::read(&path).unwrap();
+    for bad in [&full[..full.len() - 1], &[&full[..], &[0u8]].concat()[..]] {
+        std::fs::write(&path, bad).unwrap();
+        let e = ProvingKey::read_header(&path).err().expect("refused").to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+    }
+}

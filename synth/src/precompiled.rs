@@ -245,6 +245,10 @@ struct Recorder {
     /// and dropped, the rest synthesized the plain way (no recording, a valid
     /// assignment).
     plain: Option<ProvingAssignment>,
+    /// Recording a blank circuit ([`record_blank`]): no value closure runs, the
+    /// variables are only counted (inputs, aux), and a circuit that outgrows the
+    /// encoding is not recorded at all.
+    blank: Option<(usize, usize)>,
 }
 
 impl Recorder {
@@ -310,7 +314,7 @@ impl Recorder {
             m.entries.shrink_to_fit();
             m
         };
-        let (inputs, aux) = (self.input.len(), self.aux.len());
+        let (inputs, aux) = self.counts();
         let (mut a_aux_density, mut b_input_density, mut b_aux_density) =
             (Density::zeros(aux), Density::zeros(inputs), Density::zeros(aux));
         let (a, b, c) = (take(&mut self.a), take(&mut self.b), take(&mut self.c));
@@ -359,6 +363,7 @@ impl Recorder {
             hint: RecordHint::default(),
             estimate_at: usize::MAX,
             plain: None,
+            blank: None,
         }
     }
 
@@ -394,6 +399,10 @@ impl Recorder {
 
     #[inline]
     fn push_aux(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
+        if let Some((_, aux)) = &mut self.blank {
+            *aux += 1;
+            return Ok(Variable::new_unchecked(Index::Aux(*aux - 1)));
+        }
         if let Some(p) = &mut self.plain {
             return p.push_aux(f);
         }
@@ -403,11 +412,20 @@ impl Recorder {
 
     #[inline]
     fn push_input(&mut self, f: impl FnOnce() -> Result<Scalar, SynthesisError>) -> Result<Variable, SynthesisError> {
+        if let Some((inputs, _)) = &mut self.blank {
+            *inputs += 1;
+            return Ok(Variable::new_unchecked(Index::Input(*inputs - 1)));
+        }
         if let Some(p) = &mut self.plain {
             return p.push_input(f);
         }
         self.input.push(f()?);
         Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
+    }
+
+    /// Inputs and aux variables allocated so far.
+    fn counts(&self) -> (usize, usize) {
+        self.blank.unwrap_or((self.input.len(), self.aux.len()))
     }
 
     #[inline]
@@ -420,6 +438,10 @@ impl Recorder {
         if let Some(p) = &mut self.plain {
             return p.push_constraint(a, b, c);
         }
+        if self.too_large {
+            // A blank recording that outgrew the encoding: nothing more to record.
+            return;
+        }
         let (a, b, c) = (a(LinearCombination::zero()), b(LinearCombination::zero()), c(LinearCombination::zero()));
         if self.a.row_end.len() == self.estimate_at {
             self.reserve_entries();
@@ -428,7 +450,12 @@ impl Recorder {
         self.record(&a, 0);
         self.record(&b, 1);
         self.record(&c, 2);
-        if self.too_large {
+        if self.too_large && self.blank.is_some() {
+            // No values to go on with the plain way: this is not recorded.
+            for m in [&mut self.a, &mut self.b, &mut self.c] {
+                *m = Matrix::default();
+            }
+        } else if self.too_large {
             // This constraint did not fit: the rows before it are complete; they are
             // evaluated, and it and the rest go the plain way.
             for (m, (rows, entries)) in [&mut self.a, &mut self.b, &mut self.c].into_iter().zip(before) {
@@ -558,6 +585,39 @@ fn record_limited<C: Circuit<Scalar>>(
             (assignment, Some(pre))
         }
     })
+}
+
+/// Records the structure of `circuit` without its values: no allocation's value
+/// closure runs (as bellperson's parameter generation synthesizes), so a blank
+/// circuit (`cuzk_filecoin::blank_circuit_of`) records what any of its instances
+/// would: a Groth16 circuit's structure never depends on its witness. This is what
+/// lets the first-ever recording run while the parameters are still loading,
+/// before any job's partition reaches synthesis. `None` when the circuit is too
+/// large for the compact encoding.
+///
+/// # Errors
+/// [`SynthError::Circuit`] when the circuit's `synthesize` fails.
+pub fn record_blank<C: Circuit<Scalar>>(circuit: C, hint: RecordHint) -> Result<Option<Precompiled>, SynthError> {
+    record_blank_limited(circuit, hint, u32::MAX as usize)
+}
+
+fn record_blank_limited<C: Circuit<Scalar>>(
+    circuit: C,
+    hint: RecordHint,
+    max_entries: usize,
+) -> Result<Option<Precompiled>, SynthError> {
+    let mut cs = Recorder::new();
+    cs.max_entries = max_entries;
+    cs.blank = Some((0, 0));
+    // Only the matrices are reserved: there are no values to hold.
+    cs.reserve(RecordHint { inputs: 0, aux: 0, ..hint });
+    cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    let (inputs, _) = cs.counts();
+    for i in 0..inputs {
+        cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    Ok((!cs.too_large).then(|| cs.finish(false).1))
 }
 
 /// How to synthesize a circuit (see [`crate::synthesize_precompiled`]).
@@ -953,6 +1013,55 @@ mod tests {
             let (a, p) = synthesize_in(SyntheticCircuit::new(spec, 2).unwrap(), SynthMode::RecordSized(hint)).unwrap();
             assert_eq!(a, plain, "{hint:?}");
             assert_eq!(p.as_ref(), Some(&pre), "{hint:?}");
+        }
+    }
+
+    /// x_i * x_i = y_i and y_i + 3 x_i = z_i over a public input: values only when
+    /// `values` is there (a blank circuit's closures fail, as Filecoin's do).
+    struct Squares {
+        values: Option<Vec<u64>>,
+        n: usize,
+    }
+
+    impl Circuit<Scalar> for Squares {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let v = |i: usize| -> Result<Scalar, SynthesisError> {
+                self.values.as_ref().map(|v| Scalar::from(v[i])).ok_or(SynthesisError::AssignmentMissing)
+            };
+            let p = cs.alloc_input(|| "p", || v(0))?;
+            for i in 0..self.n {
+                let x = cs.alloc(|| "x", || v(i))?;
+                let y = cs.alloc(|| "y", || v(i).map(|x| x.square()))?;
+                let z = cs.alloc(|| "z", || v(i).map(|x| x.square() + Scalar::from(3) * x))?;
+                cs.enforce(|| "sq", |lc| lc + x, |lc| lc + x, |lc| lc + y);
+                cs.enforce(|| "lin", |lc| lc + y + (Scalar::from(3), x), |lc| lc + CS::one() + p, |lc| lc + z + z);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_blank_circuit_records_what_its_instances_do() {
+        let values: Vec<u64> = (0..300).map(|i| 7 * i + 1).collect();
+        let (_, want) = synthesize_recording(Squares { values: Some(values), n: 300 }).unwrap();
+        let want = want.unwrap();
+        for hint in [RecordHint::default(), RecordHint { inputs: 2, aux: 900, max_constraints: 1 << 10 }] {
+            let blank = record_blank(Squares { values: None, n: 300 }, hint).unwrap();
+            assert_eq!(blank.as_ref(), Some(&want), "{hint:?}");
+        }
+        // The closures are never called: the same recording from a circuit with values.
+        let spec = SyntheticSpec { constraints: 20_000, public_inputs: 5, a_density: 0.3, b_density: 0.1 };
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        let blank = record_blank(SyntheticCircuit::new(spec, 9).unwrap(), RecordHint::default()).unwrap();
+        assert_eq!(blank, pre);
+        // Witness-only synthesis against it gives the plain assignment.
+        let plain = synthesize(SyntheticCircuit::new(spec, 4).unwrap()).unwrap();
+        let fast = synthesize_precompiled(SyntheticCircuit::new(spec, 4).unwrap(), &blank.unwrap()).unwrap();
+        assert_eq!(fast, plain);
+        // Too large for the encoding, at the first row or later: not recorded.
+        for max in [0, 10, 400] {
+            let pre = record_blank_limited(Squares { values: None, n: 300 }, RecordHint::default(), max).unwrap();
+            assert!(pre.is_none(), "max {max}");
         }
     }
 

@@ -57,12 +57,22 @@ pub struct ParamCache {
     on_evict: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
     /// Run after a set is loaded (the backend prefetches it to its devices).
     on_load: std::sync::OnceLock<LoadHook>,
+    /// Run as a set starts to load, with its file's header: what it starts runs
+    /// beside the load and is finished before the key is handed out (the circuit's
+    /// recording, made or read while the points load).
+    on_loading: std::sync::OnceLock<LoadingHook>,
     /// Checks every file against Filecoin's published digests before it is read.
     digests: Arc<DigestChecker>,
 }
 
 /// What [`ParamCache::set_on_load`] keeps.
 type LoadHook = Box<dyn Fn(&Arc<ProvingKey>) + Send + Sync>;
+
+/// Work a [`LoadingHook`] started beside a load, finished with the loaded key.
+pub type BesideLoad = Box<dyn FnOnce(&Arc<ProvingKey>) + Send>;
+
+/// What [`ParamCache::set_on_loading`] keeps.
+type LoadingHook = Box<dyn Fn(CircuitId, cuzk_srs::KeyHeader) -> Option<BesideLoad> + Send + Sync>;
 
 impl ParamCache {
     /// A cache reading from `dir`, charging `budget` for what it keeps, checking
@@ -78,6 +88,7 @@ impl ParamCache {
             loading: Mutex::new(()),
             on_evict: std::sync::OnceLock::new(),
             on_load: std::sync::OnceLock::new(),
+            on_loading: std::sync::OnceLock::new(),
             digests: Arc::new(DigestChecker::filecoin(true)),
         }
     }
@@ -98,6 +109,18 @@ impl ParamCache {
     /// the loading thread, before the caller gets the key: keep it short.
     pub fn set_on_load(&self, f: impl Fn(&Arc<ProvingKey>) + Send + Sync + 'static) {
         let _ = self.on_load.set(Box::new(f));
+    }
+
+    /// Sets the hook run as a file starts to load (once; later calls are ignored),
+    /// with the file's header ([`ProvingKey::read_header`]): it starts work on a
+    /// thread of its own and returns how to finish it with the key, which the
+    /// loading thread does before anyone gets the key. A load then takes the longer
+    /// of the two, not their sum.
+    pub fn set_on_loading(
+        &self,
+        f: impl Fn(CircuitId, cuzk_srs::KeyHeader) -> Option<BesideLoad> + Send + Sync + 'static,
+    ) {
+        let _ = self.on_loading.set(Box::new(f));
     }
 
     /// Sets the hook run after evictions (once; later calls are ignored).
@@ -314,6 +337,11 @@ impl ParamCache {
         }
         let reservation = self.reserve_room(bytes)?;
         let t = Instant::now();
+        // A header that does not read is left to the load to report.
+        let beside = match (self.on_loading.get(), ProvingKey::read_header(&path)) {
+            (Some(f), Ok(header)) => f(proof, header),
+            _ => None,
+        };
         let key = Arc::new(ProvingKey::load(&path, self.opts).map_err(StageError::failed)?);
         self.digests.unchanged(&path, &checked).map_err(StageError::failed)?;
         info!(file = %path.display(), ms = t.elapsed().as_millis() as u64, bytes = key.heap_bytes(), "parameters loaded");
@@ -325,10 +353,15 @@ impl ParamCache {
             in_memory: false,
             _reservation: reservation,
         };
-        self.lock().insert(path, resident);
         if let Some(f) = self.on_load.get() {
             f(&key);
         }
+        // Before the key is in the map: a job that finds it there finds its
+        // recording too, and does not start another.
+        if let Some(finish) = beside {
+            finish(&key);
+        }
+        self.lock().insert(path, resident);
         Ok(key)
     }
 

@@ -26,6 +26,15 @@
 //! sizes; nothing is kept, and a later partition records again), so it cannot
 //! become the recording every later job of the key would use; a saved file that
 //! does not fit them is deleted and recorded again.
+//!
+//! A recording is also made before any partition needs it: when a parameter file
+//! starts to load (`ParamCache::set_on_loading`, wired in `topology.rs`), its saved
+//! recording is read, or else the circuit's blank instance is recorded
+//! (`cuzk_synth::record_blank`: a Groth16 circuit's structure does not depend on its
+//! witness), on a thread beside the load; the key is handed out with its recording
+//! ready ([`RecordingCache::prepare`], [`RecordingCache::adopt`]). At 32GiB that
+//! takes the recording (a minute or more) or the read (seconds) off the first
+//! proof's critical path after the parameters'.
 
 use std::{
     path::PathBuf,
@@ -33,8 +42,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cuzk_srs::ProvingKey;
-use cuzk_synth::Precompiled;
+use cuzk_filecoin::CircuitId;
+use cuzk_srs::{KeyHeader, ProvingKey};
+use cuzk_synth::{Precompiled, RecordHint};
 use tracing::{info, warn};
 
 use crate::{
@@ -78,15 +88,26 @@ pub fn recording_estimate(domain_size: u64) -> u64 {
 /// The identity of a parameter set: SHA-256 of its verifying key and sizes. A
 /// recording depends only on the circuit, which the parameters are generated for.
 fn key_id(key: &ProvingKey) -> [u8; 32] {
+    header_id(&key.header())
+}
+
+/// [`key_id`] from a parameter file's header, before its points are read.
+fn header_id(header: &KeyHeader) -> [u8; 32] {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
     let mut vk = Vec::new();
-    key.vk.write(&mut vk).expect("writing to a Vec");
+    header.vk.write(&mut vk).expect("writing to a Vec");
     h.update(&vk);
-    for n in [key.h.len(), key.l.len(), key.a.len(), key.b_g1.len(), key.b_g2.len()] {
+    for n in header.lens {
         h.update((n as u64).to_le_bytes());
     }
     h.finalize().into()
+}
+
+/// A recording made or read beside its parameters' load ([`RecordingCache::prepare`]).
+pub struct Prepared {
+    id: [u8; 32],
+    work: std::thread::JoinHandle<Option<(Precompiled, Reservation, bool)>>,
 }
 
 /// The recordings (see the module docs).
@@ -117,15 +138,26 @@ impl RecordingCache {
     /// The saved recording of `key` (identity `id`), charged to the budget; `None`
     /// (with a warning when a file was there) when there is none, no room, or it is
     /// refused. A file whose sizes do not match `key` is deleted.
-    fn load(&self, key: &ProvingKey, id: &[u8; 32]) -> Option<State> {
+    /// The saved recording of `id`, read (its bytes reserved) when there is one and
+    /// the budget has room for it.
+    fn read_file(&self, id: &[u8; 32]) -> Option<(PathBuf, std::io::Result<Precompiled>, Reservation)> {
         let path = Self::path(self.dir.as_ref()?, id);
         let len = std::fs::metadata(&path).ok()?.len();
         let Some(r) = self.budget.try_reserve(len) else {
             warn!(path = %path.display(), bytes = len, "no host-budget room to load the saved circuit recording");
             return None;
         };
-        let t = Instant::now();
         let read = std::fs::File::open(&path).and_then(|f| Precompiled::read_from(f, id));
+        let mut r = r;
+        if let Ok(pre) = &read {
+            r.shrink_to((pre.heap_bytes() as u64).min(len));
+        }
+        Some((path, read, r))
+    }
+
+    fn load(&self, key: &ProvingKey, id: &[u8; 32]) -> Option<State> {
+        let t = Instant::now();
+        let (path, read, r) = self.read_file(id)?;
         // Sound as a file, but not the circuit of these parameters: every partition
         // using it would fail.
         if let Some(Err(e)) = read.as_ref().ok().map(|pre| key.check_shape(&pre.shape())) {
@@ -139,8 +171,6 @@ impl RecordingCache {
         }
         match read {
             Ok(pre) => {
-                let mut r = r;
-                r.shrink_to((pre.heap_bytes() as u64).min(len));
                 info!(
                     path = %path.display(),
                     constraints = pre.constraints(),
@@ -253,11 +283,7 @@ impl RecordingCache {
             return Err(StageError::msg(format!("circuit recording refused, not saved: {e}")));
         }
         let bytes = pre.heap_bytes() as u64;
-        if bytes <= r.bytes() {
-            r.shrink_to(bytes);
-        } else if let Some(more) = self.budget.try_reserve(bytes - r.bytes()) {
-            r.merge(more);
-        } else {
+        if !self.fit(&mut r, bytes) {
             warn!(bytes, "no host-budget room for the recorded circuit; plain synthesis for now");
             slot.state = State::Backoff(Instant::now() + BACKOFF);
             return Ok(());
@@ -274,12 +300,113 @@ impl RecordingCache {
         Ok(())
     }
 
+    /// Makes `r` hold `bytes`: trimmed, or grown if the budget has room (false
+    /// when it has not).
+    fn fit(&self, r: &mut Reservation, bytes: u64) -> bool {
+        if bytes <= r.bytes() {
+            r.shrink_to(bytes);
+        } else if let Some(more) = self.budget.try_reserve(bytes - r.bytes()) {
+            r.merge(more);
+        } else {
+            return false;
+        }
+        true
+    }
+
     /// The claimed recording failed (the circuit's synthesis did): the next
     /// partition tries again.
     pub fn abandon(&self, key: &Arc<ProvingKey>) {
         if let Some(slot) = Self::find(&mut self.lock(), key) {
             slot.state = State::Backoff(Instant::now());
         }
+    }
+
+    /// Starts, on a thread beside the load of `proof`'s parameters (whose file
+    /// header is `header`), what their first partitions would otherwise wait for:
+    /// reading the saved recording, or recording the circuit's blank instance, its
+    /// bytes reserved first. `None` when there is nothing to do: recording is off,
+    /// the circuit is not pre-compiled (WinningPoSt), or the budget has no room.
+    pub fn prepare(self: &Arc<Self>, proof: CircuitId, header: KeyHeader) -> Option<Prepared> {
+        if !self.enabled || matches!(proof, CircuitId::PoSt(p) if cuzk_filecoin::post::is_winning(p)) {
+            return None;
+        }
+        let id = header_id(&header);
+        let this = self.clone();
+        let work = std::thread::Builder::new()
+            .name("cuzk-prepare-recording".into())
+            .spawn(move || {
+                let t = Instant::now();
+                if let Some((path, read, r)) = this.read_file(&id) {
+                    match read {
+                        Ok(pre) => {
+                            info!(path = %path.display(), ms = t.elapsed().as_millis() as u64, "circuit recording read while its parameters load");
+                            return Some((pre, r, true));
+                        }
+                        Err(e) => warn!(path = %path.display(), error = %e, "saved circuit recording refused; recording again"),
+                    }
+                }
+                let estimate = recording_estimate(header.domain_size() as u64);
+                let Some(r) = this.budget.try_reserve(estimate) else {
+                    warn!(bytes = estimate, "no host-budget room to record the circuit while its parameters load");
+                    return None;
+                };
+                let hint = RecordHint { inputs: header.num_inputs(), aux: header.aux(), max_constraints: header.domain_size() };
+                let blank = match cuzk_filecoin::blank_circuit_of(proof) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        warn!(%proof, error = %e, "no blank circuit to record while the parameters load");
+                        return None;
+                    }
+                };
+                match cuzk_synth::record_blank(blank, hint) {
+                    Ok(Some(pre)) => {
+                        info!(%proof, ms = t.elapsed().as_millis() as u64, constraints = pre.constraints(), "circuit recorded (blank) while its parameters load");
+                        Some((pre, r, false))
+                    }
+                    Ok(None) => None,
+                    Err(e) => {
+                        warn!(%proof, error = %e, "recording the blank circuit failed; its first partition records");
+                        None
+                    }
+                }
+            })
+            .map_err(|e| warn!(error = %e, "could not start recording beside the parameters' load"))
+            .ok()?;
+        Some(Prepared { id, work })
+    }
+
+    /// Waits for `prepared` and keeps its recording as `key`'s, checked as a
+    /// recording made by a partition is: the key must be the one whose header it
+    /// was started from, and the recording's sizes the key's. A recording made
+    /// here is saved; a refused saved file is deleted. Nothing changes when `key`
+    /// already has a slot.
+    pub fn adopt(&self, key: &Arc<ProvingKey>, prepared: Prepared) {
+        let Ok(Some((pre, mut r, from_file))) = prepared.work.join() else { return };
+        if prepared.id != key_id(key) {
+            warn!("parameters changed while loading; the recording made beside them is dropped");
+            return;
+        }
+        if let Err(e) = key.check_shape(&pre.shape()) {
+            warn!(error = %e, "circuit recording made beside the parameters does not match them; dropped");
+            if let (true, Some(dir)) = (from_file, &self.dir) {
+                let _ = std::fs::remove_file(Self::path(dir, &prepared.id));
+            }
+            return;
+        }
+        let mut slots = self.lock();
+        if Self::find(&mut slots, key).is_some() {
+            return;
+        }
+        let bytes = pre.heap_bytes() as u64;
+        if !self.fit(&mut r, bytes) {
+            warn!(bytes, "no host-budget room for the recorded circuit; its first partition records");
+            return;
+        }
+        let pre = Arc::new(pre);
+        if !from_file {
+            self.save(prepared.id, pre.clone());
+        }
+        slots.push(Slot { key: Arc::downgrade(key), id: prepared.id, state: State::Ready(pre, r) });
     }
 
     /// Drops the recordings of parameters that are gone, returning their bytes.
@@ -406,6 +533,54 @@ mod tests {
         assert!(valid(), "the damaged file was replaced");
         let after = RecordingCache::new(true, ledger).with_dir(dir.clone());
         assert!(matches!(after.plan(&k), Plan::Use(_)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A saved recording is read beside its parameters' load and kept for the key
+    /// it was started for, with no partition involved; a key other than the one
+    /// whose header started it, or a key that already has a recording, changes
+    /// nothing. Reading nothing (no file, recording off) reserves nothing.
+    #[test]
+    fn a_recording_read_beside_the_load_is_the_keys() {
+        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let dir = std::env::temp_dir().join(format!("cuzk-recordings-beside-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ledger = Ledger::new("host", 1 << 30);
+        let k = key(spec);
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = RecordingCache::path(&dir, &key_id(&k));
+        pre.as_ref().unwrap().write_to(std::fs::File::create(&path).unwrap(), &key_id(&k)).unwrap();
+        // Not a Filecoin key: only the file can be read here (its blank circuit is
+        // not this one), which is the restart's case.
+        let proof = CircuitId::Seal(cuzk_filecoin::RegisteredSealProof::StackedDrg2KiBV1_1);
+
+        let cache = Arc::new(RecordingCache::new(true, ledger.clone()).with_dir(dir.clone()));
+        let p = cache.prepare(proof, k.header()).expect("started");
+        cache.adopt(&k, p);
+        assert!(cache.is_ready(&k), "kept as the key's recording");
+        assert!(matches!(cache.plan(&k), Plan::Use(p) if Some(&*p) == pre.as_ref()));
+        let held = cache.bytes();
+        assert!(held > 0 && ledger.snapshot().used >= held, "charged");
+        // Again for the same key: it has its recording, nothing changes.
+        let p = cache.prepare(proof, k.header()).unwrap();
+        cache.adopt(&k, p);
+        assert_eq!((cache.bytes(), cache.ready()), (held, 1));
+
+        // Started from another key's header: dropped, its reservation returned.
+        let other = key_seeded(spec, 2);
+        let fresh = Arc::new(RecordingCache::new(true, ledger.clone()).with_dir(dir.clone()));
+        let before = ledger.snapshot().used;
+        let p = fresh.prepare(proof, k.header()).unwrap();
+        fresh.adopt(&other, p);
+        assert!(!fresh.is_ready(&other) && !fresh.is_ready(&k));
+        assert_eq!(ledger.snapshot().used, before, "nothing left reserved");
+
+        // Recording off, or WinningPoSt: nothing started.
+        let off = Arc::new(RecordingCache::new(false, ledger.clone()).with_dir(dir.clone()));
+        assert!(off.prepare(proof, k.header()).is_none());
+        let winning = CircuitId::PoSt(cuzk_filecoin::RegisteredPoStProof::StackedDrgWinning2KiBV1);
+        assert!(cache.prepare(winning, k.header()).is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

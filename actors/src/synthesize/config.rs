@@ -40,6 +40,13 @@ pub struct SynthesizeConfig {
     pub save_recordings: bool,
     /// Where recordings are saved; "" = the parameter cache (`ingest.param_cache`).
     pub recording_dir: String,
+    /// With `precompile`: while a parameter file loads, read its saved recording or
+    /// record its circuit's blank instance beside the load, so the key is handed
+    /// out with its recording and no partition records (at 32GiB the first proof
+    /// waits for the longer of loading and recording, not their sum). Off: the
+    /// first partition to need it records it. Not for WinningPoSt, which is never
+    /// pre-compiled.
+    pub record_beside_load: bool,
 }
 
 impl Default for SynthesizeConfig {
@@ -54,6 +61,7 @@ impl Default for SynthesizeConfig {
             write_pinned: true,
             save_recordings: true,
             recording_dir: String::new(),
+            record_beside_load: true,
         }
     }
 }
