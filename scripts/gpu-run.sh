@@ -401,7 +401,9 @@ if [[ " $PHASES " == *" restart "* ]]; then
     # "first" deletes any saved recording (the first-ever proof: parameters read from
     # a page cache dropped first, the circuit recorded, then saved beside them);
     # "warm" reuses the saved recording with the page cache as the last process left
-    # it (a daemon restart); "cold" drops the page cache first (a host reboot).
+    # it (a daemon restart); "cold" drops the page cache first (a host reboot);
+    # "firstoff" is "first" with `synthesize.record_beside_load = false` (the first
+    # partition records, after the load), the same run's baseline for "first".
     # RESTART_COUNT=2 proofs each (the first run RESTART_FIRST_COUNT, default the same:
     # 8 or more make it a stream with a steady state), RESTART_TIMEOUT=300 s each.
     SZ=${FULL_SIZES%% *}; SZ=${SZ:-32GiB}
@@ -416,28 +418,32 @@ if [[ " $PHASES " == *" restart "* ]]; then
     meta_ids "$C1"
     CFG=$OUT/restart-$SZ.toml
     printf '[backend]\nkind = "gpu"\n[verify]\nenabled = false\n%b' "${RESTART_EXTRA:-}" > "$CFG"
+    printf '[backend]\nkind = "gpu"\n[verify]\nenabled = false\n[synthesize]\nrecord_beside_load = false\n' > "$OUT/restart-$SZ-off.toml"
     for R in ${RESTART_RUNS:-first warm cold}; do
+        C=$CFG
         case $R in
-            first) rm -f "$TP"/cuzk-recording-* ;;
+            first*) rm -f "$TP"/cuzk-recording-* ;;
             *) ls "$TP"/cuzk-recording-*.bin > /dev/null 2>&1 || say "restart $R: no saved recording in $TP" ;;
         esac
+        [ "$R" = firstoff ] && C=$OUT/restart-$SZ-off.toml
         if [ "$R" != warm ]; then
             sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || say "restart $R: could not drop the page cache"
         fi
         L="$OUT/restart-$SZ-$R.log"
         N=${RESTART_COUNT:-2}; [ "$R" = first ] && N=${RESTART_FIRST_COUNT:-$N}
+        echo "restart $R starts at $(date +%s.%N)" >> "$OUT/restart-events.txt"
         nvidia-smi --query-gpu=timestamp,index,utilization.gpu,memory.used --format=csv,noheader -lms 500 \
             > "$OUT/restart-$SZ-$R-nvml.csv" 2>/dev/null &
         SMI=$!
         t=$(date +%s)
-        RUST_LOG=info timeout "${RESTART_TIMEOUT:-300}" "$D/cuzk" prove --config "$CFG" --c1 "$C1/c1.json" --prover-id "$PID" \
+        RUST_LOG=info timeout "${RESTART_TIMEOUT:-300}" "$D/cuzk" prove --config "$C" --c1 "$C1/c1.json" --prover-id "$PID" \
             --sector-id "$SID" --param-cache "$TP" --count "$N" --seed 1 > "$L" 2>&1 &
         P=$!
         sample "$OUT/restart-$SZ-$R-mem.txt" $P
         wait $P; rc=$?
         kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
         say "restart $SZ $R rc=$rc ($(( $(date +%s) - t )) s): $(grep -E '^cuzk|^ops|^wall' "$L" | tr '\n' ' ')"
-        say "restart $SZ $R log: $(grep -oE '(parameters loaded|circuit recording (loaded|saved)|recorded)[^\n]*' "$L" | cut -c1-200 | tr '\n' ';')"
+        say "restart $SZ $R log: $(grep -E 'parameters loaded|circuit record|read while' "$L" | sed 's/\x1b\[[0-9;]*m//g' | cut -c1-260 | tr '\n' ';')"
         # The first run's recording is saved in the background: let it finish.
         for _ in $(seq 60); do ls "$TP"/cuzk-recording-*.tmp* > /dev/null 2>&1 || break; sleep 1; done
     done

@@ -92,13 +92,7 @@ impl<'a> Reader<'a> {
     fn take(&mut self, section: &'static str, n: usize) -> Result<(), SrsError> {
         self.fits(section, n)?;
         self.buf.resize(n, 0);
-        self.file.read_exact_at(&mut self.buf, self.offset as u64).map_err(|e| SrsError::Io {
-            path: self.path.to_path_buf(),
-            source: std::io::Error::new(
-                e.kind(),
-                format!("section `{section}` at offset {}: {e} (file changed while loading?)", self.offset),
-            ),
-        })?;
+        read_at(self.path, self.file, section, self.offset, &mut self.buf)?;
         self.offset += n;
         Ok(())
     }
@@ -133,7 +127,9 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A length-prefixed vector of points, decoded in parallel.
+    /// A length-prefixed vector of points, decoded in parallel. A thread reads
+    /// the next chunk while this one decodes the last: from a cold disk the load
+    /// takes the longer of reading and decoding, not their sum.
     fn vec<P: Point>(&mut self, section: &'static str) -> Result<Vec<P>, SrsError> {
         let n = self.len(section)?;
         let start = self.offset;
@@ -141,29 +137,57 @@ impl<'a> Reader<'a> {
         self.fits(section, total)?;
         let mut out = Vec::with_capacity(n);
         let per_chunk = (CHUNK_BYTES / P::LEN).max(1);
-        while out.len() < n {
-            let first = out.len();
-            let k = per_chunk.min(n - first);
-            self.take(section, k * P::LEN)?;
-            let (checked, path) = (self.checked, self.path);
-            let decoded: Result<Vec<P>, SrsError> = self
-                .buf
-                .par_chunks_exact(P::LEN)
-                .enumerate()
-                .map(|(i, b)| {
-                    P::decode(b, checked).map_err(|reason| SrsError::InvalidPoint {
-                        path: path.to_path_buf(),
-                        section,
-                        index: first + i,
-                        offset: start + (first + i) * P::LEN,
-                        reason,
+        let (checked, path, file) = (self.checked, self.path, self.file);
+        std::thread::scope(|s| {
+            // One chunk read ahead; buffers come back to the reader for reuse.
+            let (full, filled) = std::sync::mpsc::sync_channel::<Result<(usize, Vec<u8>), SrsError>>(1);
+            let (give_back, free) = std::sync::mpsc::channel::<Vec<u8>>();
+            s.spawn(move || {
+                for first in (0..n).step_by(per_chunk) {
+                    let mut buf = free.try_recv().unwrap_or_default();
+                    buf.resize(per_chunk.min(n - first) * P::LEN, 0);
+                    let read = read_at(path, file, section, start + first * P::LEN, &mut buf).map(|()| (first, buf));
+                    let failed = read.is_err();
+                    // A closed channel: the decoder stopped at an invalid point.
+                    if full.send(read).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+            for read in filled {
+                let (first, buf) = read?;
+                let decoded: Result<Vec<P>, SrsError> = buf
+                    .par_chunks_exact(P::LEN)
+                    .enumerate()
+                    .map(|(i, b)| {
+                        P::decode(b, checked).map_err(|reason| SrsError::InvalidPoint {
+                            path: path.to_path_buf(),
+                            section,
+                            index: first + i,
+                            offset: start + (first + i) * P::LEN,
+                            reason,
+                        })
                     })
-                })
-                .collect();
-            out.extend(decoded?);
-        }
+                    .collect();
+                out.extend(decoded?);
+                let _ = give_back.send(buf);
+            }
+            Ok::<(), SrsError>(())
+        })?;
+        self.offset = start + total;
         Ok(out)
     }
+}
+
+/// Reads `buf.len()` bytes of `section` at `offset`; the error names the file.
+fn read_at(path: &Path, file: &File, section: &'static str, offset: usize, buf: &mut [u8]) -> Result<(), SrsError> {
+    file.read_exact_at(buf, offset as u64).map_err(|e| SrsError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(
+            e.kind(),
+            format!("section `{section}` at offset {offset}: {e} (file changed while loading?)"),
+        ),
+    })
 }
 
 /// What a parameter file says before its points: the verifying key and the length of
