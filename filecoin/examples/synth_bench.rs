@@ -10,7 +10,9 @@
 //! recording alone, a, b, c not computed (fits a 32GiB-class partition in ~14 GB;
 //! `HINT=1`: its vectors reserved as the engine reserves them from the parameters;
 //! `SAVE=FILE`: then written to FILE and loaded back, as a restarted process does;
-//! `LOAD=FILE`: only that load); `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
+//! `LOAD=FILE`: only that load; `BLANK=1`: the proof type's blank circuit recorded
+//! instead, no value computed, as the engine records it beside the parameters' load);
+//! `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
 //! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
 //! contention of a stream).
 //!
@@ -151,7 +153,14 @@ fn main() {
             cuzk_synth::RecordHint::default()
         };
         let t = Meter::start();
-        let (_, pre) = parts().remove(0).synthesize_with(SynthMode::RecordOnly(hint)).unwrap();
+        let pre = if std::env::var_os("BLANK").is_some() {
+            let proof = parse_c1(&bytes, usize::MAX).unwrap().registered_proof();
+            let blank = cuzk_filecoin::blank_circuit_of(cuzk_filecoin::CircuitId::Seal(proof)).unwrap();
+            print!("blank ");
+            cuzk_synth::record_blank(blank, hint).unwrap()
+        } else {
+            parts().remove(0).synthesize_with(SynthMode::RecordOnly(hint)).unwrap().1
+        };
         let pre = pre.expect("recorded");
         println!(
             "record only: {:>8.3} s  constraints {} non-zeros {:?} recording {:.1} MiB  {}",

@@ -6,23 +6,27 @@
 mod common;
 
 use cuzk_filecoin::{
-    generate_post_vanilla, generate_update_vanilla, parse_c1, partition_circuits, post_circuits, shape_only_c1,
-    update_circuits, Partition, PostRequest, RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof,
-    UpdateRequest,
+    blank_circuit_of, generate_post_vanilla, generate_update_vanilla, parse_c1, partition_circuits, post_circuits,
+    shape_only_c1, update_circuits, CircuitId, Partition, PostRequest, RegisteredPoStProof, RegisteredSealProof,
+    RegisteredUpdateProof, UpdateRequest,
 };
-use cuzk_synth::SynthMode;
+use cuzk_synth::{record_blank, RecordHint, SynthMode};
 
 /// Records partition 0 of `c1`, then compares the native and the generic witness of
 /// every partition (at most `max` of them).
 fn native_equals_generic(c1: &[u8], max: usize, what: &str) {
-    same_witness(|| partition_circuits(parse_c1(c1, usize::MAX).unwrap()).unwrap(), max, what);
+    let id = CircuitId::Seal(parse_c1(c1, usize::MAX).unwrap().registered_proof());
+    same_witness(id, || partition_circuits(parse_c1(c1, usize::MAX).unwrap()).unwrap(), max, what);
 }
 
-/// Records partition 0 of what `parse` makes, then compares the native and the
-/// generic witness of every partition (at most `max` of them).
-fn same_witness(parse: impl Fn() -> Vec<Partition>, max: usize, what: &str) {
+/// Records partition 0 of what `parse` makes (and checks that `id`'s blank circuit,
+/// which the engine records beside the parameters' load, records the same), then
+/// compares the native and the generic witness of every partition (at most `max`).
+fn same_witness(id: CircuitId, parse: impl Fn() -> Vec<Partition>, max: usize, what: &str) {
     let (_, pre) = parse().remove(0).synthesize_with(SynthMode::Record).unwrap();
     let pre = pre.expect("recorded");
+    let blank = record_blank(blank_circuit_of(id).unwrap(), RecordHint::default()).unwrap();
+    assert!(blank.as_ref() == Some(&pre), "{what}: the blank circuit records another structure");
     let (generic, native) = (parse(), parse());
     for (k, (g, n)) in generic.into_iter().zip(native).enumerate().take(max) {
         assert!(n.has_native(), "{what}: PoRep partitions have a native generator");
@@ -102,7 +106,8 @@ fn native_post_witness_equals_the_circuit() {
         };
         let parts = post_circuits(req.clone()).unwrap();
         assert_eq!(parts.len(), if sectors == 1 { 1 } else { 2 }, "{proof:?}");
-        same_witness(|| post_circuits(req.clone()).unwrap(), usize::MAX, &format!("{proof:?}"));
+        let id = CircuitId::PoSt(proof);
+        same_witness(id, || post_circuits(req.clone()).unwrap(), usize::MAX, &format!("{proof:?}"));
     }
 }
 
@@ -121,6 +126,7 @@ fn native_update_witness_equals_the_circuit() {
             comm_r_new: f.comm_r_new,
             comm_d_new: f.comm_d_new,
         };
-        same_witness(|| update_circuits(req.clone()).unwrap(), usize::MAX, &format!("SnapDeals 2KiB seed {seed}"));
+        let (id, what) = (CircuitId::Update(f.proof), format!("SnapDeals 2KiB seed {seed}"));
+        same_witness(id, || update_circuits(req.clone()).unwrap(), usize::MAX, &what);
     }
 }
