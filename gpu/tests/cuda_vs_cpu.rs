@@ -668,3 +668,166 @@ fn at_size_msms_and_h_match_the_cpu_by_discrete_logs() {
         }
     }
 }
+
+/// A PoRep-shaped recorded R1CS at a given size, for the at-size check of a, b, c
+/// evaluated on the device: the input rows first (A = that input, as bellperson
+/// lays them out), then rows of one to three A entries and, one row in four, one B
+/// entry; coefficients ONE, −ONE, TWO (the table's fixed first three) and random
+/// ones. Deterministic from the row index, so the host builds it in seconds.
+#[derive(Debug)]
+struct AtSizeR1cs {
+    inputs: usize,
+    aux: usize,
+    a_end: Vec<u32>,
+    a: Vec<cuzk_core::R1csEntry>,
+    b_end: Vec<u32>,
+    b: Vec<cuzk_core::R1csEntry>,
+    coeffs: Vec<Scalar>,
+}
+
+impl AtSizeR1cs {
+    fn new(rows: usize, inputs: usize, aux: usize) -> Self {
+        use cuzk_core::R1csEntry;
+        let mix = |mut z: u64| {
+            // splitmix64: a cheap, well-spread hash of the row index.
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let ncoeffs = 64u64;
+        let coeff = |h: u64| match h % 8 {
+            0..=3 => 0,
+            4 => 1,
+            5 => 2,
+            _ => 3 + (h >> 3) as u32 % (ncoeffs as u32 - 3),
+        };
+        let aux_var = |h: u64| ((h % aux as u64) as u32) << 1 | 1;
+        let (mut a_end, mut a, mut b_end, mut b) = (
+            Vec::with_capacity(rows),
+            Vec::with_capacity(rows * 2 + rows / 4),
+            Vec::with_capacity(rows),
+            Vec::with_capacity(rows / 4 + inputs),
+        );
+        for i in 0..rows {
+            let h = mix(i as u64);
+            if i < inputs {
+                a.push(R1csEntry { var: (i as u32) << 1, coeff: 0 });
+            } else {
+                for k in 0..1 + h % 3 {
+                    let hk = mix(h ^ k);
+                    a.push(R1csEntry { var: aux_var(hk >> 8), coeff: coeff(hk) });
+                }
+                if h >> 60 == 0 || (h >> 2) % 4 == 0 {
+                    let hb = mix(!h);
+                    // Now and then the constant ONE (input 0), as circuits use it.
+                    let var = if hb % 16 == 0 { 0 } else { aux_var(hb >> 8) };
+                    b.push(R1csEntry { var, coeff: coeff(hb >> 4) });
+                }
+            }
+            a_end.push(a.len() as u32);
+            b_end.push(b.len() as u32);
+        }
+        let mut coeffs = vec![Scalar::ONE, -Scalar::ONE, Scalar::from(2u64)];
+        coeffs.extend(scalars(ncoeffs as usize - 3, 77));
+        AtSizeR1cs { inputs, aux, a_end, a, b_end, b, coeffs }
+    }
+}
+
+impl cuzk_core::Recorded for AtSizeR1cs {
+    fn rows(&self) -> usize {
+        self.a_end.len()
+    }
+    fn view(&self) -> cuzk_core::R1csView<'_> {
+        use cuzk_core::CsrView;
+        cuzk_core::R1csView {
+            inputs: self.inputs,
+            aux: self.aux,
+            a: CsrView { row_end: &self.a_end, entries: &self.a },
+            b: CsrView { row_end: &self.b_end, entries: &self.b },
+            coeffs: &self.coeffs,
+        }
+    }
+    fn evaluate(&self, input: &[Scalar], aux: &[Scalar]) -> [Vec<Scalar>; 3] {
+        let row = |end: &[u32], ent: &[cuzk_core::R1csEntry], i: usize| {
+            let start = if i == 0 { 0 } else { end[i - 1] as usize };
+            ent[start..end[i] as usize].iter().fold(Scalar::ZERO, |acc, e| {
+                let w = if e.var & 1 == 0 { input[(e.var >> 1) as usize] } else { aux[(e.var >> 1) as usize] };
+                acc + self.coeffs[e.coeff as usize] * w
+            })
+        };
+        let a: Vec<Scalar> = (0..self.rows()).into_par_iter().map(|i| row(&self.a_end, &self.a, i)).collect();
+        let b: Vec<Scalar> = (0..self.rows()).into_par_iter().map(|i| row(&self.b_end, &self.b, i)).collect();
+        let c = a.par_iter().zip(&b).map(|(x, y)| x * y).collect();
+        [a, b, c]
+    }
+}
+
+/// a, b, c evaluated on the device from a recording resident there equal the
+/// host's at full size: the partition is deferred (only its witness goes up), and
+/// the device's H, whose coefficients come from those a, b, c through the NTTs,
+/// must equal the discrete-logarithm sum of the H the CPU computes from the host's
+/// evaluation; L (the witness itself) is checked the same way. Sizes from
+/// `CUZK_GPU_AT_SIZE_LOG2` as above (the GPU host runs "26,27").
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn at_size_abc_on_the_device_match_the_host() {
+    use cuzk_core::{CircuitShape, Deferred, Recorded};
+    use cuzk_srs::{generate_timing, timing_msm_dlog, TimingVector};
+    let Some(gpu) = device0() else { return };
+    let sizes = std::env::var("CUZK_GPU_AT_SIZE_LOG2").unwrap_or_else(|_| "20".into());
+    for lg in sizes.split(',').map(|s| s.trim().parse::<u32>().unwrap()) {
+        let t = std::time::Instant::now();
+        let m = 1usize << lg;
+        let (n, inputs) = (m - 9_000, 328);
+        let aux = n - inputs - 100;
+        let shape = CircuitShape { constraints: n, inputs, aux, a_query: n - 500, b_query: n / 4 };
+        let seed = 31 + u64::from(lg);
+        let srs = generate_timing(&shape, seed);
+        let rec = Arc::new(AtSizeR1cs::new(n, inputs, aux));
+        // Witness-like values (most 0 or 1, PoRep's), which the device split needs.
+        let mut w = scalars(aux, 8);
+        w.par_iter_mut().enumerate().for_each(|(i, x)| match i % 10 {
+            0 => {}
+            1..=5 => *x = Scalar::ZERO,
+            _ => *x = Scalar::ONE,
+        });
+        let mut input = scalars(inputs, 9);
+        input[0] = Scalar::ONE;
+        let gen_s = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let [ha, hb, hc] = rec.evaluate(&input, &w);
+        assert_eq!(ha.len(), n);
+        let g1 = |v, s: &[Scalar]| (G1Projective::generator() * timing_msm_dlog(seed, v, s)).to_affine();
+        let want_h = g1(TimingVector::H, &cuzk_gpu::cpu::compute_h(ha, hb, hc, lg).unwrap());
+        let want_l = g1(TimingVector::L, &w);
+        eprintln!(
+            "2^{lg} (n {n}, A {} B {} entries): points and matrices {gen_s:.1} s, host a, b, c and H {:.1} s",
+            rec.a.len(),
+            rec.b.len(),
+            t.elapsed().as_secs_f64()
+        );
+        let (a, b) = (scalars(shape.a_query, 5), scalars(shape.b_query, 6));
+        let host = HostPartition {
+            abc: Evals::Deferred(Deferred { rec: rec.clone(), input }),
+            domain_log2: lg,
+            l_scalars: MsmScalars::Split(SplitScalars::from_values(w.iter(), aux, m).expect("witness-like: splits")),
+            a_scalars: dense(&a),
+            b_scalars: dense(&b),
+        };
+        drop(w);
+        let t = std::time::Instant::now();
+        let got = gpu.execute(gpu.upload(host).unwrap(), &srs, true).unwrap();
+        let gpu_s = t.elapsed().as_secs_f64();
+        assert!(
+            got.timings.iter().any(|(op, _)| *op == "abc_device"),
+            "2^{lg}: a, b, c were not evaluated on the device: {:?}",
+            got.timings
+        );
+        assert_eq!(got.h.to_affine(), want_h, "H from the device's a, b, c at 2^{lg}");
+        assert_eq!(got.l.to_affine(), want_l, "L at 2^{lg}");
+        assert_eq!(got.a.to_affine(), g1(TimingVector::A, &a), "A at 2^{lg}");
+        // The first execution includes making the points and the matrices resident.
+        eprintln!("ok 2^{lg} a, b, c on the device: {gpu_s:.1} s {:?}", got.timings);
+    }
+}
