@@ -231,7 +231,7 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let max_input_bytes = usize::try_from(cfg.ingest.max_input_bytes.0).unwrap_or(usize::MAX);
     let ingest_params: Arc<dyn crate::ground::ParameterSource> = params.clone();
     let ingest = b.stage(
-        move || Ingest { params: ingest_params.clone(), max_input_bytes },
+        move || Ingest { params: ingest_params.clone(), max_input_bytes, urgent_at },
         cfg.ingest.limits(),
         synth.next(),
         false,

@@ -13,11 +13,13 @@ use crate::ground::error::StageError;
 /// Where Ingest finds a Filecoin proof's parameters (`services::params::ParamCache`).
 pub trait ParameterSource: Send + Sync {
     /// The parameters of `circuit` (a PoRep, PoSt or update circuit), loaded (and
-    /// charged to the host budget) when they are not resident.
+    /// charged to the host budget) when they are not resident. `urgent`: for a
+    /// deadline job, whose load may use the budget's deadline reserve and goes
+    /// ahead of bulk work waiting for room.
     ///
     /// # Errors
     /// A missing or corrupt file, or no room in the budget, named in the error.
-    fn params(&self, circuit: CircuitId) -> Result<Arc<ProvingKey>, StageError>;
+    fn params(&self, circuit: CircuitId, urgent: bool) -> Result<Arc<ProvingKey>, StageError>;
 
     /// SnarkPack's inner-product SRS, for non-interactive PoRep.
     ///

@@ -21,6 +21,9 @@ pub struct Ingest {
     /// The parameter cache (`services::params`).
     pub params: Arc<dyn ParameterSource>,
     pub max_input_bytes: usize,
+    /// Jobs at or above this priority (`[ingest.priority] express`) load their
+    /// parameters as deadline work (`ParameterSource::params`).
+    pub urgent_at: i32,
 }
 
 /// A Filecoin partition as an erased circuit.
@@ -58,6 +61,8 @@ impl Stage for Ingest {
 
     fn process(&self, item: WorkItem<JobInput>) -> Result<Vec<WorkItem<PartitionCircuit>>, StageError> {
         let (input, base) = item.take();
+        let urgent = base.job.priority >= self.urgent_at;
+        let params = |circuit| self.params.params(circuit, urgent);
         let circuits: Vec<Box<dyn ErasedCircuit>> = match input {
             JobInput::Circuits(circuits) => {
                 if Some(circuits.len()) != base.job.partitions() {
@@ -83,7 +88,7 @@ impl Stage for Ingest {
                     let agg = Aggregation { srs: self.params.ipp_srs()?, comm_r: c1.output.comm_r };
                     let _ = base.job.aggregation.set(agg);
                 }
-                let srs = self.params.params(CircuitId::Seal(c1.registered_proof()))?;
+                let srs = params(CircuitId::Seal(c1.registered_proof()))?;
                 base.job.set_shape(srs, c1.partitions()).map_err(StageError::msg)?;
                 erase(partition_circuits(c1).map_err(StageError::failed)?, true)
             }
@@ -93,13 +98,13 @@ impl Stage for Ingest {
                 let circuit = CircuitId::PoSt(req.proof);
                 let winning = cuzk_filecoin::post::is_winning(req.proof);
                 let parts = post_circuits(req).map_err(StageError::failed)?;
-                base.job.set_shape(self.params.params(circuit)?, parts.len()).map_err(StageError::msg)?;
+                base.job.set_shape(params(circuit)?, parts.len()).map_err(StageError::msg)?;
                 erase(parts, !winning)
             }
             JobInput::Update(req) => {
                 let circuit = CircuitId::Update(req.proof);
                 let parts = update_circuits(req).map_err(StageError::failed)?;
-                base.job.set_shape(self.params.params(circuit)?, parts.len()).map_err(StageError::msg)?;
+                base.job.set_shape(params(circuit)?, parts.len()).map_err(StageError::msg)?;
                 erase(parts, true)
             }
             JobInput::Prepared(p) => {
@@ -107,7 +112,7 @@ impl Stage for Ingest {
                     return Err(StageError::msg(format!("{}: no partitions", p.circuit)));
                 }
                 let winning = matches!(p.circuit, CircuitId::PoSt(q) if cuzk_filecoin::post::is_winning(q));
-                base.job.set_shape(self.params.params(p.circuit)?, p.partitions.len()).map_err(StageError::msg)?;
+                base.job.set_shape(params(p.circuit)?, p.partitions.len()).map_err(StageError::msg)?;
                 erase(p.partitions, !winning)
             }
         };

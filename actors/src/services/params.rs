@@ -11,7 +11,7 @@
 
 use std::{
     collections::HashMap,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{Arc, Mutex},
     time::Instant,
 };
@@ -24,7 +24,7 @@ use cuzk_srs::{LoadOptions, ProvingKey};
 use tracing::{info, warn};
 
 use crate::{
-    budget::{Grant, Ledger, Reservation},
+    budget::{Class, Grant, Ledger, Reservation},
     ground::{ParameterSource, StageError},
 };
 
@@ -49,9 +49,12 @@ pub struct ParamCache {
     /// The inner-product SRS (non-interactive PoRep), loaded on first use and kept;
     /// charged to the budget like parameters, never evicted (tens of MB).
     ipp: Mutex<Option<(Arc<IppSrs>, Reservation)>>,
-    /// Held while loading (one load at a time), so that the map lock is never held
-    /// through a load that takes minutes: hits, status and eviction go on meanwhile.
-    loading: Mutex<()>,
+    /// One lock per file, held while that file loads, so that the map lock is never
+    /// held through a load that takes minutes (hits, status and eviction go on
+    /// meanwhile) and a file is loaded once however many jobs ask for it. Per file,
+    /// not one for all: a WinningPoSt whose parameters are not resident must not wait
+    /// for a 32GiB PoRep set to load and its circuit to record (a minute or more).
+    loading: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
     /// Run after parameters are evicted: what other caches keyed by them (the
     /// recorded circuits) hold for the evicted set is freed at once, not lazily.
     on_evict: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
@@ -85,7 +88,7 @@ impl ParamCache {
             budget,
             loaded: Mutex::new(HashMap::new()),
             ipp: Mutex::new(None),
-            loading: Mutex::new(()),
+            loading: Mutex::new(HashMap::new()),
             on_evict: std::sync::OnceLock::new(),
             on_load: std::sync::OnceLock::new(),
             on_loading: std::sync::OnceLock::new(),
@@ -201,9 +204,9 @@ impl ParamCache {
     /// Reserves `bytes` from the host budget for something the cache will keep,
     /// evicting idle parameters to make room and otherwise waiting for partitions
     /// to free memory.
-    fn reserve_room(&self, bytes: u64) -> Result<Reservation, StageError> {
+    fn reserve_room(&self, bytes: u64, class: Class) -> Result<Reservation, StageError> {
         Ok(loop {
-            match self.budget.reserve(bytes)? {
+            match self.budget.reserve_as(bytes, class)? {
                 Grant::Now(r) => break r,
                 // Withdraw the request (dropping the receiver) and make room if we can.
                 Grant::Later(_) if Self::evict_one_idle(&mut self.lock()) => {
@@ -243,18 +246,19 @@ impl ParamCache {
         if let Some(srs) = resident() {
             return Ok(srs);
         }
-        let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        let path = ipp_srs_file(&self.dir);
+        let lock = self.load_lock(&path);
+        let _loading = lock.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(srs) = resident() {
             return Ok(srs);
         }
         let t = Instant::now();
-        let path = ipp_srs_file(&self.dir);
         let checked = self.digests.check(&path).map_err(StageError::failed)?;
         // Reserved before anything is read (the sizes come from the file's headers):
         // what the SRS keeps, and the compact copy that exists while it loads.
         let (kept, transient) = ipp_srs_load_bytes(&path).map_err(StageError::failed)?;
-        let reservation = self.reserve_room(kept)?;
-        let loading = self.reserve_room(transient)?;
+        let reservation = self.reserve_room(kept, Class::Bulk)?;
+        let loading = self.reserve_room(transient, Class::Bulk)?;
         let srs = load_ipp_srs(&path).map_err(StageError::failed)?;
         self.digests.unchanged(&path, &checked).map_err(StageError::failed)?;
         drop(loading);
@@ -271,6 +275,12 @@ impl ParamCache {
             r.last_used = Instant::now();
             r.key.clone()
         })
+    }
+
+    /// The lock that loading `path` holds.
+    fn load_lock(&self, path: &Path) -> Arc<Mutex<()>> {
+        let mut locks = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(path.to_path_buf()).or_default().clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Resident>> {
@@ -301,12 +311,23 @@ impl ParamCache {
     /// When the file is missing (the error names the expected path and how to get
     /// it), invalid, or larger than the whole host budget.
     pub fn get(&self, proof: impl Into<CircuitId>) -> Result<Arc<ProvingKey>, StageError> {
+        self.get_as(proof, Class::Bulk)
+    }
+
+    /// [`ParamCache::get`] for work of `class`: a deadline job's parameters
+    /// ([`Class::Urgent`]) may use the budget's deadline reserve and are granted
+    /// room before bulk work that waits for it (a PoRep partition, another set).
+    ///
+    /// # Errors
+    /// As [`ParamCache::get`].
+    pub fn get_as(&self, proof: impl Into<CircuitId>, class: Class) -> Result<Arc<ProvingKey>, StageError> {
         let proof = proof.into();
         let (path, vk) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
         if let Some(k) = self.hit(&path) {
             return Ok(k);
         }
-        let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = self.load_lock(&path);
+        let _loading = lock.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = self.hit(&path) {
             // Loaded by another worker while this one waited.
             return Ok(k);
@@ -335,7 +356,7 @@ impl ParamCache {
         if vk.exists() {
             self.digests.check(&vk).map_err(StageError::failed)?;
         }
-        let reservation = self.reserve_room(bytes)?;
+        let reservation = self.reserve_room(bytes, class)?;
         let t = Instant::now();
         // A header that does not read is left to the load to report.
         let beside = match (self.on_loading.get(), ProvingKey::read_header(&path)) {
@@ -376,12 +397,13 @@ impl ParamCache {
     pub fn insert(&self, proof: impl Into<CircuitId>, key: Arc<ProvingKey>) -> Result<(), StageError> {
         let proof = proof.into();
         let (path, _) = parameter_files(&self.dir, proof).map_err(StageError::failed)?;
-        let _loading = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        let lock = self.load_lock(&path);
+        let _loading = lock.lock().unwrap_or_else(|e| e.into_inner());
         if self.lock().contains_key(&path) {
             return Err(StageError::msg(format!("{proof} already has resident parameters ({})", path.display())));
         }
         let bytes = key.heap_bytes();
-        let reservation = self.reserve_room(bytes)?;
+        let reservation = self.reserve_room(bytes, Class::Bulk)?;
         let resident = Resident {
             proof,
             key: key.clone(),
@@ -400,8 +422,8 @@ impl ParamCache {
 }
 
 impl ParameterSource for ParamCache {
-    fn params(&self, circuit: CircuitId) -> Result<Arc<ProvingKey>, StageError> {
-        self.get(circuit)
+    fn params(&self, circuit: CircuitId, urgent: bool) -> Result<Arc<ProvingKey>, StageError> {
+        self.get_as(circuit, if urgent { Class::Urgent } else { Class::Bulk })
     }
     fn ipp_srs(&self) -> Result<Arc<IppSrs>, StageError> {
         ParamCache::ipp_srs(self)
@@ -556,6 +578,84 @@ mod tests {
         cache.get(p).unwrap();
         assert!(cache.digests().outcomes().iter().all(|(_, s)| *s == DigestStatus::Unknown));
         assert_eq!(cache.digests().hashed(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `f` on a thread of its own, its result; a failure rather than a hang when it
+    /// does not return (what a lock shared by every load would do below).
+    fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(120)).unwrap_or_else(|_| panic!("{what} never returned"))
+    }
+
+    /// A load holds only its own file: while one set is loading (here held there by
+    /// the loading hook, as a 32GiB load and its recording hold it for a minute or
+    /// more), another set loads and is served, and a second job asking for the
+    /// loading set waits for that load and gets the same key, loaded once.
+    #[test]
+    fn a_load_does_not_hold_other_files() {
+        let dir = std::env::temp_dir().join(format!("cuzk-params-locks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let slow = RegisteredSealProof::StackedDrg8MiBV1_1;
+        let fast = RegisteredSealProof::StackedDrg2KiBV1_1;
+        write_key(&dir, slow, 400);
+        write_key(&dir, fast, 300);
+        let cache = Arc::new(ParamCache::new(dir.clone(), LoadOptions::default(), Ledger::new("host", 1 << 30)));
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let n = loads.clone();
+        cache.set_on_loading(move |proof, _| {
+            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if proof == CircuitId::Seal(slow) {
+                started_tx.send(()).unwrap();
+                release_rx.lock().unwrap().recv().unwrap();
+            }
+            None
+        });
+        let c = cache.clone();
+        let first = std::thread::spawn(move || c.get(slow).unwrap());
+        started.recv().unwrap();
+        // The slow set is mid-load: another set loads meanwhile.
+        let c = cache.clone();
+        let k = returns("loading another set while one loads", move || c.get(fast).unwrap());
+        assert_eq!(k.vk.ic.len(), 2);
+        assert!(cache.is_resident(fast) && !cache.is_resident(slow));
+        // A second job for the slow set waits for its load, not a load of its own.
+        let c = cache.clone();
+        let second = std::thread::spawn(move || c.get(slow).unwrap());
+        release.send(()).unwrap();
+        let (a, b) = (first.join().unwrap(), second.join().unwrap());
+        assert!(Arc::ptr_eq(&a, &b), "the same key");
+        assert_eq!(loads.load(std::sync::atomic::Ordering::Relaxed), 2, "each file loaded once");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A deadline job's parameters are room the budget grants first: with a bulk
+    /// request waiting for room ahead of it and only the deadline reserve free, an
+    /// urgent load goes through at once; a bulk one would queue behind the waiter.
+    #[test]
+    fn a_deadline_jobs_parameters_go_ahead_of_bulk_waiters() {
+        let dir = std::env::temp_dir().join(format!("cuzk-params-urgent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = RegisteredSealProof::StackedDrg2KiBV1_1;
+        let size = write_key(&dir, p, 300);
+        // Capacity 10·size, of which 2·size kept for deadline work.
+        let ledger = Ledger::with_reserve("host", 10 * size, 2 * size);
+        let cache = Arc::new(ParamCache::new(dir.clone(), LoadOptions::default(), ledger.clone()));
+        let Grant::Now(held) = ledger.reserve(7 * size).unwrap() else { panic!("room for the held partition") };
+        // A bulk request that does not fit the bulk share waits, first in line.
+        let Grant::Later(waiter) = ledger.reserve(2 * size).unwrap() else { panic!("the bulk request must wait") };
+        let c = cache.clone();
+        let key = returns("an urgent load with bulk work waiting", move || c.get_as(p, Class::Urgent).unwrap());
+        assert_eq!(ledger.snapshot().used, 8 * size, "charged: the partition and the parameters");
+        assert!(cache.is_resident(p));
+        // The bulk waiter is still waiting; it gets its room when the partition goes.
+        drop(held);
+        let _room = returns("the bulk waiter", move || waiter.blocking_recv().unwrap());
+        drop(key);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
