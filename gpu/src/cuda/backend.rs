@@ -149,14 +149,18 @@ impl Backend for CudaBackend {
             return Staged::default();
         }
         let lg = arrays.lg;
+        // A buffer leaves room for the workspace the partition will run in: taking
+        // it would make the execution evict resident parameters instead.
         let fits = |dev: usize, after: u64, need: u64| {
             let device = &self.devices[dev];
             let free = cuda::info(device.info.index).map(|i| i.free_mem as u64).unwrap_or(0);
+            let ws = device.workspace_to_come(lg);
             device.counters.reserved.load(Ordering::Relaxed)
                 + device.counters.lane_reserved.load(Ordering::Relaxed)
                 + after
+                + ws
                 <= device.budget
-                && free >= need + self.opts.vram_margin
+                && free >= need + ws + self.opts.vram_margin
         };
         let healthy = |dev: usize| self.slots.health(dev) == crate::DeviceHealth::Healthy;
         let mut waited = Duration::ZERO;

@@ -5,7 +5,7 @@
 
 use std::{
     sync::{
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering},
         Arc, Weak,
     },
     time::Instant,
@@ -75,6 +75,9 @@ pub(super) struct Counters {
     /// The same for the device's lane.
     pub(super) lane_reserved: AtomicU64,
     pub(super) resident_sets: AtomicUsize,
+    /// log2 of the domain the device's own workspace holds (0: none yet), so that
+    /// staging leaves room for the workspace a partition will need to run.
+    pub(super) ws_lg: AtomicU32,
 }
 
 /// One device: the VRAM budget every device buffer is reserved from, and
@@ -91,11 +94,28 @@ pub(super) struct Device {
 
 impl Device {
     pub(super) fn publish(&self, st: &DeviceState) {
+        self.publish_with(st, 0);
+    }
+
+    /// [`Device::publish`] with `pending` bytes more: an allocation under way
+    /// (a parameter set uploading for seconds), which staging must not take.
+    pub(super) fn publish_with(&self, st: &DeviceState, pending: u64) {
         if st.lane {
-            self.counters.lane_reserved.store(st.reserved(), Ordering::Relaxed);
+            self.counters.lane_reserved.store(st.reserved() + pending, Ordering::Relaxed);
         } else {
-            self.counters.reserved.store(st.reserved(), Ordering::Relaxed);
+            self.counters.reserved.store(st.reserved() + pending, Ordering::Relaxed);
             self.counters.resident_sets.store(st.resident.len(), Ordering::Relaxed);
+            self.counters.ws_lg.store(st.ws.as_ref().map_or(0, |w| w.lg), Ordering::Relaxed);
+        }
+    }
+
+    /// Device bytes a partition of domain 2^lg still needs beside its staging
+    /// buffer: the workspace, where the device's own is smaller or absent.
+    pub(super) fn workspace_to_come(&self, lg: u32) -> u64 {
+        if self.counters.ws_lg.load(Ordering::Relaxed) >= lg {
+            0
+        } else {
+            ws_bytes(lg)
         }
     }
 
@@ -244,6 +264,11 @@ impl CudaBackend {
             info!(device = dev, bytes = r.bytes, "evicting resident parameters");
         }
         let t = Instant::now();
+        // Counted before the upload (seconds at 32GiB): StagePcie, which reads the
+        // published bytes without this lock, must not fill the room meanwhile
+        // (a second staging buffer there made the next partition's workspace evict
+        // the set just uploaded, and every partition after it streamed the points).
+        device.publish_with(st, need);
         match cuda::ResidentSrs::new(d.index, &srs.h, &srs.l, &srs.a, &srs.b_g1, &srs.b_g2, device.gate_for(st)) {
             Ok(r) => {
                 info!(device = dev, bytes = need, ms = t.elapsed().as_millis() as u64, "parameters resident on device");
@@ -252,6 +277,7 @@ impl CudaBackend {
                 Some(st.resident.len() - 1)
             }
             Err((code, msg)) => {
+                device.publish(st);
                 warn!(device = dev, code, error = %msg, "could not make parameters resident; streaming them");
                 None
             }

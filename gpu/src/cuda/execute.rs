@@ -249,6 +249,11 @@ impl CudaBackend {
                     info!(device = dev, "evicting resident constraint matrices for the workspace");
                     continue;
                 }
+                // A free second staging buffer gives way before resident parameters:
+                // without them every partition streams its points.
+                if !st.lane && self.staging.trim(dev, 1) > 0 {
+                    continue;
+                }
                 let lru = st.resident.iter().enumerate().min_by_key(|(_, r)| r.last_used).map_or(0, |(i, _)| i);
                 let r = st.resident.swap_remove(lru);
                 info!(device = dev, bytes = r.bytes, "evicting resident parameters for the workspace");
