@@ -406,7 +406,7 @@ if [[ " $PHASES " == *" restart "* ]]; then
     # partition records, after the load), the same run's baseline for "first".
     # RESTART_COUNT=2 proofs each (the first run RESTART_FIRST_COUNT, default the same:
     # 8 or more make it a stream with a steady state), RESTART_TIMEOUT=300 s each.
-    SZ=${FULL_SIZES%% *}; SZ=${SZ:-32GiB}
+    SZ=${FULL_SIZES:-32GiB}; SZ=${SZ%% *}
     TP=/tmp/cuzk-params/timing-$SZ
     if [ ! -f "$TP/.done" ]; then
         t=$(date +%s)
