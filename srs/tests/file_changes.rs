@@ -78,3 +78,51 @@ fn a_files_header_is_its_keys_without_reading_the_points() {
         assert!(e.contains(&path.display().to_string()), "{e}");
     }
 }
+
+/// A point that does not decode is an error naming its section, its index and its
+/// offset in the file: the first bad one, also when it lies past the loader's first
+/// 64 MiB chunk or when a later point in the same chunk is bad too.
+#[test]
+fn an_invalid_point_is_named_by_section_index_and_offset() {
+    use cuzk_srs::{generate_timing, SrsError};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("key.params");
+    // h: 2^20 - 1 points, 96 MiB: two chunks.
+    let shape = cuzk_core::CircuitShape { constraints: 1_000_000, inputs: 2, aux: 999_000, a_query: 1_000, b_query: 100 };
+    let key = generate_timing(&shape, 3);
+    key.write(&path).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    // The sections end the file in the order h, l, a, b_g1, b_g2, each after its
+    // 4-byte length.
+    let (g1, g2) = (96, 192);
+    let b_g2 = good.len() - key.b_g2.len() * g2;
+    let b_g1 = b_g2 - 4 - key.b_g1.len() * g1;
+    let a = b_g1 - 4 - key.a.len() * g1;
+    let l = a - 4 - key.l.len() * g1;
+    let h = l - 4 - key.h.len() * g1;
+    let at = |section: usize, i: usize| section + i * g1;
+    assert_eq!(&good[at(h, 900_000)..at(h, 900_001)], &key.h[900_000].to_uncompressed()[..], "layout");
+    assert_eq!(&good[at(l, 3)..at(l, 4)], &key.l[3].to_uncompressed()[..], "layout");
+    let load = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        match ProvingKey::load(&path, LoadOptions::default()) {
+            Err(SrsError::InvalidPoint { section, index, offset, reason, .. }) => (section, index, offset, reason),
+            other => panic!("expected an invalid point, got {other:?}"),
+        }
+    };
+    // Off the curve: the last byte of y changed.
+    let mut bad = good.clone();
+    for (section, i) in [(h, 990_000), (h, 900_000), (l, 3)] {
+        bad[at(section, i) + 95] ^= 1;
+    }
+    assert_eq!(load(&bad), ("h", 900_000, at(h, 900_000), "not on the curve"));
+    bad[at(h, 900_000) + 95] ^= 1;
+    assert_eq!(load(&bad), ("h", 990_000, at(h, 990_000), "not on the curve"));
+    bad[at(h, 990_000) + 95] ^= 1;
+    assert_eq!(load(&bad), ("l", 3, at(l, 3), "not on the curve"));
+    bad[at(l, 3) + 95] ^= 1;
+    assert_eq!(bad, good);
+    std::fs::write(&path, &good).unwrap();
+    let k = ProvingKey::load(&path, LoadOptions::default()).unwrap();
+    assert!(k.h == key.h && k.l == key.l && k.b_g2 == key.b_g2, "the repaired file loads the key");
+}
