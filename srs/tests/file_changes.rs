@@ -88,7 +88,8 @@ fn an_invalid_point_is_named_by_section_index_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("key.params");
     // h: 2^20 - 1 points, 96 MiB: two chunks.
-    let shape = cuzk_core::CircuitShape { constraints: 1_000_000, inputs: 2, aux: 999_000, a_query: 1_000, b_query: 100 };
+    let shape =
+        cuzk_core::CircuitShape { constraints: 1_000_000, inputs: 2, aux: 999_000, a_query: 1_000, b_query: 100 };
     let key = generate_timing(&shape, 3);
     key.write(&path).unwrap();
     let good = std::fs::read(&path).unwrap();
