@@ -11,7 +11,9 @@
 //! `HINT=1`: its vectors reserved as the engine reserves them from the parameters;
 //! `SAVE=FILE`: then written to FILE and loaded back, as a restarted process does;
 //! `LOAD=FILE`: only that load; `BLANK=1`: the proof type's blank circuit recorded
-//! instead, no value computed, as the engine records it beside the parameters' load);
+//! instead, no value computed, as the engine records it beside the parameters' load;
+//! with `REPLICATED=1` PoRep's way, two challenges recorded and copied to the rest;
+//! `COMPARE=1`: then the sequential blank recording too, which must be equal);
 //! `BITS=1`: count the aux values that are 0 and 1, what the MSM bit split exploits;
 //! `THREADS=N`: N threads each time `repeats` pre-compiled partitions at once, the
 //! contention of a stream).
@@ -155,9 +157,14 @@ fn main() {
         let t = Meter::start();
         let pre = if std::env::var_os("BLANK").is_some() {
             let proof = parse_c1(&bytes, usize::MAX).unwrap().registered_proof();
-            let blank = cuzk_filecoin::blank_circuit_of(cuzk_filecoin::CircuitId::Seal(proof)).unwrap();
-            print!("blank ");
-            cuzk_synth::record_blank(blank, hint).unwrap()
+            if std::env::var_os("REPLICATED").is_some() {
+                print!("blank, one challenge copied ");
+                cuzk_filecoin::record_blank_porep(proof, hint).unwrap()
+            } else {
+                let blank = cuzk_filecoin::blank_circuit_of(cuzk_filecoin::CircuitId::Seal(proof)).unwrap();
+                print!("blank ");
+                cuzk_synth::record_blank(blank, hint).unwrap()
+            }
         } else {
             parts().remove(0).synthesize_with(SynthMode::RecordOnly(hint)).unwrap().1
         };
@@ -170,6 +177,15 @@ fn main() {
             pre.heap_bytes() as f64 / (1 << 20) as f64,
             t.report()
         );
+        if std::env::var_os("COMPARE").is_some() {
+            // The sequential blank recording beside it: the two must be equal.
+            let proof = parse_c1(&bytes, usize::MAX).unwrap().registered_proof();
+            let blank = cuzk_filecoin::blank_circuit_of(cuzk_filecoin::CircuitId::Seal(proof)).unwrap();
+            let t = Meter::start();
+            let seq = cuzk_synth::record_blank(blank, hint).unwrap().expect("recorded");
+            println!("sequential:  {:>8.3} s  equal to the one above: {}  {}", t.wall(), seq == pre, t.report());
+            assert!(seq == pre, "the recordings differ");
+        }
         if let Some(path) = std::env::var_os("SAVE") {
             // What a restarted process does with a saved recording: write, then load.
             let id = [7u8; 32];

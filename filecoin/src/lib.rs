@@ -56,7 +56,7 @@ pub use fixture::{
 };
 pub use params::{default_parameter_cache, parameter_files};
 pub use partition::Partition;
-pub use porep::{blank_circuit, check_replica_id, partition_circuits, BlankPorep, PorepPartition};
+pub use porep::{blank_circuit, check_replica_id, partition_circuits, record_blank_porep, BlankPorep, PorepPartition};
 pub use post::{post_circuits, PostRequest};
 pub use registry::{
     is_non_interactive, post_from_number, post_number, proof_for_sector_size, proof_from_number, proof_number,

@@ -138,3 +138,42 @@ pub fn blank_circuit(proof: RegisteredSealProof) -> Result<BlankPorep, PorepErro
         _ => return Err(PorepError::Unsupported(proof, "unknown sector size")),
     })
 }
+
+/// [`blank_circuit`] recorded (what `cuzk_synth::record_blank` makes of it) with
+/// two challenges recorded, checked alike and copied to the others
+/// (`cuzk_synth::record_blank_replicated`):
+/// every challenge proof of a blank PoRep circuit is the same gadgets over the
+/// partition's shared commitments. The first-ever proof's critical path at 32GiB
+/// was recording all of them on one thread (74–84 s). The tests compare this with
+/// the sequential recording at every size CI can record.
+///
+/// # Errors
+/// As [`blank_circuit`]; a synthesis error of the blank circuit.
+pub fn record_blank_porep(
+    proof: RegisteredSealProof,
+    hint: cuzk_synth::RecordHint,
+) -> Result<Option<cuzk_synth::Precompiled>, PorepError> {
+    match u64::from(proof.sector_size()) {
+        2048 | 8_388_608 | 536_870_912 => record_replicated::<SectorShapeBase>(proof, hint),
+        34_359_738_368 => record_replicated::<SectorShapeSub8>(proof, hint),
+        68_719_476_736 => record_replicated::<SectorShapeTop2>(proof, hint),
+        _ => Err(PorepError::Unsupported(proof, "unknown sector size")),
+    }
+}
+
+fn record_replicated<Tree: 'static + MerkleTreeTrait>(
+    proof: RegisteredSealProof,
+    hint: cuzk_synth::RecordHint,
+) -> Result<Option<cuzk_synth::Precompiled>, PorepError> {
+    let params = vanilla_params::<Tree>(proof)?;
+    let copies = params.challenges.num_challenges_per_partition();
+    // The same circuit with n challenges (the challenge kind does not change a
+    // challenge proof's gadgets, only how challenges are drawn).
+    let with = |n| {
+        let mut p = params.clone();
+        p.challenges = stacked::Challenges::new_interactive(n);
+        <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<_, _>>::blank_circuit(&p)
+    };
+    cuzk_synth::record_blank_replicated(with, copies, hint)
+        .map_err(|e| PorepError::Circuit(format!("recording the blank circuit: {e}")))
+}

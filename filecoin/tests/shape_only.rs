@@ -73,3 +73,27 @@ fn the_blank_circuit_records_what_a_real_partition_does() {
         }
     }
 }
+
+/// The blank PoRep circuit recorded with one challenge copied to the others
+/// (`record_blank_porep`, what the engine does beside a parameter load) is the
+/// sequential recording, matrix for matrix and coefficient for coefficient: at
+/// every size whose recording CI can hold (512MiB: 4.4M constraints), interactive
+/// and non-interactive. (32GiB and 64GiB share the challenge gadgets with other
+/// tree arities; `synth_bench BLANK=1 REPLICATED=1` compares them where memory
+/// allows.)
+#[test]
+fn a_replicated_challenge_records_what_every_challenge_does() {
+    use cuzk_filecoin::record_blank_porep;
+    for proof in [
+        RegisteredSealProof::StackedDrg2KiBV1_1,
+        RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
+        RegisteredSealProof::StackedDrg8MiBV1_1,
+        RegisteredSealProof::StackedDrg512MiBV1_1,
+    ] {
+        let hint = RecordHint::default();
+        let want = record_blank(blank_circuit_of(CircuitId::Seal(proof)).unwrap(), hint).unwrap().unwrap();
+        let got = record_blank_porep(proof, hint).unwrap().expect("fits the encoding");
+        assert!(got == want, "{proof:?}: the replicated recording differs from the sequential one");
+        assert_eq!(got.shape(), want.shape());
+    }
+}

@@ -30,8 +30,9 @@ pub use cuzk_core::{CircuitShape, EvalAlloc, EvalBuffer, Evals};
 pub use density::Density;
 pub use error::SynthError;
 pub use precompiled::{
-    record_blank, synthesize_deferred, synthesize_in, synthesize_native, synthesize_precompiled,
-    synthesize_precompiled_into, synthesize_recording, witness_only, Precompiled, RecordHint, SynthMode, WitnessCs,
+    record_blank, record_blank_replicated, synthesize_deferred, synthesize_in, synthesize_native,
+    synthesize_precompiled, synthesize_precompiled_into, synthesize_recording, witness_only, Precompiled, RecordHint,
+    SynthMode, WitnessCs,
 };
 pub use shape_of::{shape_and_nonzeros, shape_of};
 pub use synthetic::{SyntheticCircuit, SyntheticSpec};

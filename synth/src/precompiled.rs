@@ -606,6 +606,12 @@ fn record_blank_limited<C: Circuit<Scalar>>(
     hint: RecordHint,
     max_entries: usize,
 ) -> Result<Option<Precompiled>, SynthError> {
+    Ok(close_blank(record_raw(circuit, hint, max_entries)?))
+}
+
+/// A blank recording of `circuit` (the `ONE` input first, no value closure run),
+/// without the input rows `record_blank` closes it with.
+fn record_raw<C: Circuit<Scalar>>(circuit: C, hint: RecordHint, max_entries: usize) -> Result<Recorder, SynthError> {
     let mut cs = Recorder::new();
     cs.max_entries = max_entries;
     cs.blank = Some((0, 0));
@@ -613,11 +619,111 @@ fn record_blank_limited<C: Circuit<Scalar>>(
     cs.reserve(RecordHint { inputs: 0, aux: 0, ..hint });
     cs.alloc_input(|| "one", || Ok(Scalar::ONE))?;
     circuit.synthesize(&mut cs)?;
+    Ok(cs)
+}
+
+/// Closes a blank recording: one `input * 0 = 0` row per input, as bellperson's
+/// prover adds them; `None` when it outgrew the encoding.
+fn close_blank(mut cs: Recorder) -> Option<Precompiled> {
     let (inputs, _) = cs.counts();
     for i in 0..inputs {
         cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
     }
-    Ok((!cs.too_large).then(|| cs.finish(false).1))
+    (!cs.too_large).then(|| cs.finish(false).1)
+}
+
+/// [`record_blank`] of a circuit made of a prologue and `copies` parts of one
+/// structure that refer only to the prologue's variables and their own (a PoRep
+/// partition: its commitments, then one proof per challenge, each the same gadgets
+/// over the same shared variables). `with(n)` is that circuit with `n` parts. The
+/// circuit with two parts is recorded and checked: it must begin with the one with
+/// none, and its second part must be its first with the part's own variables moved
+/// by one part's count. That part is then copied `copies - 2` more times, each copy
+/// moved as far again. The result is what [`record_blank`] makes of the whole
+/// circuit (the callers' tests compare them at every size they can hold); a circuit
+/// that fails the check is [`SynthError::StructureMismatch`], never a wrong
+/// recording. What a 32GiB partition's first-ever recording took on one thread
+/// (74–84 s) becomes two challenges' (seconds) and a copy.
+///
+/// # Errors
+/// A synthesis error; parts that are not copies of each other.
+pub fn record_blank_replicated<C: Circuit<Scalar>>(
+    with: impl Fn(usize) -> C,
+    copies: usize,
+    hint: RecordHint,
+) -> Result<Option<Precompiled>, SynthError> {
+    let mismatch = |what: &str| Err(SynthError::StructureMismatch(format!("parts recorded apart: {what}")));
+    let p = record_raw(with(0), RecordHint::default(), u32::MAX as usize)?;
+    if copies == 0 {
+        return Ok(close_blank(p));
+    }
+    let mut r = record_raw(with(copies.min(2)), hint, u32::MAX as usize)?;
+    if r.too_large {
+        return Ok(None);
+    }
+    let ((pi, pa), p_rows) = (p.counts(), p.a.row_end.len());
+    let ((ri, ra), r_rows) = (r.counts(), r.a.row_end.len());
+    let n = copies.min(2);
+    let begins_with_prologue = [(&p.a, &r.a), (&p.b, &r.b), (&p.c, &r.c)].into_iter().all(|(pm, rm)| {
+        rm.row_end.len() >= p_rows
+            && rm.row_end[..p_rows] == pm.row_end[..]
+            && rm.entries.get(..pm.entries.len()) == Some(&pm.entries[..])
+    }) && r.coeffs.get(..p.coeffs.len()) == Some(&p.coeffs[..]);
+    if !begins_with_prologue || ri < pi || ra < pa {
+        return mismatch("the circuit with parts does not begin with the circuit without");
+    }
+    if (r_rows - p_rows) % n != 0 || (ri - pi) % n != 0 || (ra - pa) % n != 0 {
+        return mismatch("the second part is not the first moved by one part (counts differ)");
+    }
+    drop(p);
+    let (di, da, rows) = ((ri - pi) / n, (ra - pa) / n, (r_rows - p_rows) / n);
+    let (inputs, aux) = (pi + copies * di, pa + copies * da);
+    // Every index and count must fit the encoding (u32 row ends, var = 2 * index + 1).
+    if 2 * inputs.max(aux) + 1 > u32::MAX as usize {
+        return Ok(None);
+    }
+    // Part k's own variables sit k parts after the first's; the prologue's stay.
+    let shift = |e: &Entry, k: usize| {
+        let (index, is_aux) = ((e.var >> 1) as usize, e.var & 1 == 1);
+        let index = match is_aux {
+            true if index >= pa => index + k * da,
+            false if index >= pi => index + k * di,
+            _ => index,
+        };
+        Entry { var: (index as u32) << 1 | u32::from(is_aux), coeff: e.coeff }
+    };
+    for m in [&mut r.a, &mut r.b, &mut r.c] {
+        let first = if p_rows == 0 { 0 } else { m.row_end[p_rows - 1] as usize };
+        let second = m.row_end[p_rows + rows - 1] as usize;
+        let part: Vec<Entry> = m.entries[first..second].to_vec();
+        let ends: Vec<usize> = m.row_end[p_rows..p_rows + rows].iter().map(|&e| e as usize - first).collect();
+        let len = part.len();
+        if n == 2 {
+            // The second part recorded is the first moved by one part.
+            let same = m.entries.len() == second + len
+                && m.entries[second..].iter().zip(&part).all(|(got, e)| *got == shift(e, 1))
+                && m.row_end[p_rows + rows..].iter().zip(&ends).all(|(&got, &end)| got as usize == second + end);
+            if !same {
+                return mismatch("the second part is not the first moved by one part");
+            }
+        }
+        let more = copies - n;
+        if m.entries.len() + more * len > r.max_entries.min(u32::MAX as usize) {
+            return Ok(None);
+        }
+        // The whole recording reserved once (the input rows included, one A entry
+        // each): growing by doubling would copy gigabytes at 32GiB.
+        let _ = m.entries.try_reserve_exact(more * len + inputs);
+        let _ = m.row_end.try_reserve_exact(more * rows + inputs);
+        // One thread: a plain copy with an add, seconds for 32GiB's 722M entries.
+        for k in n..copies {
+            let base = m.entries.len();
+            m.entries.extend(part.iter().map(|e| shift(e, k)));
+            m.row_end.extend(ends.iter().map(|&end| (base + end) as u32));
+        }
+    }
+    r.blank = Some((inputs, aux));
+    Ok(close_blank(r))
 }
 
 /// How to synthesize a circuit (see [`crate::synthesize_precompiled`]).
@@ -1038,6 +1144,65 @@ mod tests {
             }
             Ok(())
         }
+    }
+
+    /// A prologue (an input, two aux variables, a product) and `parts` parts, each
+    /// allocating an input and aux variables of its own, using the prologue's, a
+    /// coefficient first seen in the first part and a part-local constraint; the
+    /// values are absent, as in a blank circuit.
+    struct Parts {
+        parts: usize,
+        /// A prologue that is not the one `parts == 0` records (for the mismatch).
+        other_prologue: bool,
+        /// A second part unlike the first.
+        uneven: bool,
+    }
+
+    impl Circuit<Scalar> for Parts {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let none = || Err(SynthesisError::AssignmentMissing);
+            let x = cs.alloc_input(|| "x", none)?;
+            let y = cs.alloc(|| "y", none)?;
+            let z = cs.alloc(|| "z", none)?;
+            let out = if self.other_prologue { y } else { z };
+            cs.enforce(|| "x*y=z", |lc| lc + x, |lc| lc + y, |lc| lc + out);
+            let seven = Scalar::from(7u64);
+            for k in 0..self.parts {
+                let c = cs.alloc_input(|| format!("c{k}"), none)?;
+                let u = cs.alloc(|| "u", none)?;
+                let v = cs.alloc(|| "v", none)?;
+                cs.enforce(|| "u", |lc| lc + u + (seven, z), |lc| lc + CS::one() + y, |lc| lc + v);
+                cs.enforce(|| "v", |lc| lc + v - x, |lc| lc + (Scalar::from(2u64), c), |lc| lc + u + u);
+                if self.uneven && k == 1 {
+                    cs.enforce(|| "w", |lc| lc + u, |lc| lc + u, |lc| lc + v);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// One part recorded and copied is the sequential recording of every part: the
+    /// copies' inputs and aux variables move by a part each, the prologue's stay,
+    /// and the coefficient table keeps its order. A prologue that differs is refused.
+    #[test]
+    fn a_part_copied_records_what_every_part_does() {
+        let parts = |n, other| Parts { parts: n, other_prologue: other, uneven: false };
+        for n in [0, 1, 2, 5] {
+            let want = record_blank(parts(n, false), RecordHint::default()).unwrap().unwrap();
+            let got = record_blank_replicated(|k| parts(k, false), n, RecordHint::default()).unwrap();
+            assert_eq!(got.as_ref(), Some(&want), "{n} parts");
+            assert_eq!(want.shape().inputs, 2 + n, "the ONE input, x and a c per part");
+        }
+        // A prologue that differs with parts, and parts that differ: refused.
+        let e = record_blank_replicated(|k| parts(k, k > 0), 3, RecordHint::default()).unwrap_err();
+        assert!(e.to_string().contains("does not begin with"), "{e}");
+        let e = record_blank_replicated(
+            |k| Parts { parts: k, other_prologue: false, uneven: true },
+            3,
+            RecordHint::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("not the first moved"), "{e}");
     }
 
     #[test]

@@ -351,6 +351,19 @@ impl RecordingCache {
                     return None;
                 };
                 let hint = RecordHint { inputs: header.num_inputs(), aux: header.aux(), max_constraints: header.domain_size() };
+                // PoRep: two challenges recorded, checked alike and copied to the rest
+                // (seconds where recording every challenge took a minute at 32GiB);
+                // a circuit that fails that check is recorded the whole way.
+                if let CircuitId::Seal(seal) = proof {
+                    match cuzk_filecoin::record_blank_porep(seal, hint) {
+                        Ok(Some(pre)) => {
+                            info!(%proof, ms = t.elapsed().as_millis() as u64, constraints = pre.constraints(), "circuit recorded (blank, one challenge copied) while its parameters load");
+                            return Some((pre, r, false));
+                        }
+                        Ok(None) => return None,
+                        Err(e) => warn!(%proof, error = %e, "recording one challenge and copying it failed; recording them all"),
+                    }
+                }
                 let blank = match cuzk_filecoin::blank_circuit_of(proof) {
                     Ok(c) => c,
                     Err(e) => {
