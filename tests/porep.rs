@@ -479,7 +479,8 @@ fn shape_only_c1_proofs_never_verify() {
 /// The full-size benchmark's recipe at 2KiB: a shape-only C1 proved against timing
 /// parameters generated in memory from the blank circuit's shape (no file in the
 /// cache). Synthesize checks every size against them, so a wrong length would fail the
-/// job; the proofs come out and never verify.
+/// job; the proofs come out and never verify. The circuit is recorded as the
+/// parameters are inserted, not by a partition.
 #[test]
 fn timing_parameters_in_memory_prove_and_never_verify() {
     let _ = param_cache();
@@ -499,9 +500,14 @@ fn timing_parameters_in_memory_prove_and_never_verify() {
             let e = r.unwrap_err();
             assert_eq!(e.stage(), Some(StageName::Verify), "{e}");
         } else {
-            let proof = r.unwrap().proof_bytes();
+            let out = r.unwrap();
+            let proof = out.proof_bytes();
             assert_eq!(proof.len(), 192 * usize::from(PROOF.partitions()));
             assert!(!verify(&f, f.sector_id, &proof), "a proof from timing parameters must never verify");
+            // The recording was made (or read) as the parameters were inserted, and
+            // the partitions waited for it: none recorded.
+            let ops: Vec<_> = out.timings.ops.iter().map(|(n, _)| *n).collect();
+            assert!(ops.contains(&"synth_native") && !ops.contains(&"synth_record"), "{ops:?}");
         }
         engine.shutdown();
     }

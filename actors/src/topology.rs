@@ -218,6 +218,14 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
         Some(Box::new(move |key: &Arc<cuzk_srs::ProvingKey>| cache.adopt(key, prepared))
             as crate::services::params::BesideLoad)
     });
+    // Parameters made in memory (timing parameters) get the same, their partitions
+    // waiting for it.
+    let inserted = recordings.clone();
+    params.set_on_insert(move |proof, key| {
+        if record_beside_load {
+            inserted.prepare_inserted(proof, key);
+        }
+    });
     // A loaded set goes to the devices while its first partitions synthesize, not
     // with the first partition to reach one (a 2KiB set: 0.2-0.5 s of upload).
     let be = backend.clone();

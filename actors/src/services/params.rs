@@ -64,6 +64,10 @@ pub struct ParamCache {
     /// beside the load and is finished before the key is handed out (the circuit's
     /// recording, made or read while the points load).
     on_loading: std::sync::OnceLock<LoadingHook>,
+    /// Run as a set made in memory is inserted: what the loading hook does beside a
+    /// load, started on a thread of its own (the recording cache makes the set's
+    /// partitions wait for it).
+    on_insert: std::sync::OnceLock<InsertHook>,
     /// Checks every file against Filecoin's published digests before it is read.
     digests: Arc<DigestChecker>,
 }
@@ -73,6 +77,9 @@ type LoadHook = Box<dyn Fn(&Arc<ProvingKey>) + Send + Sync>;
 
 /// Work a [`LoadingHook`] started beside a load, finished with the loaded key.
 pub type BesideLoad = Box<dyn FnOnce(&Arc<ProvingKey>) + Send>;
+
+/// What [`ParamCache::set_on_insert`] keeps.
+type InsertHook = Box<dyn Fn(CircuitId, &Arc<ProvingKey>) + Send + Sync>;
 
 /// What [`ParamCache::set_on_loading`] keeps.
 type LoadingHook = Box<dyn Fn(CircuitId, cuzk_srs::KeyHeader) -> Option<BesideLoad> + Send + Sync>;
@@ -92,6 +99,7 @@ impl ParamCache {
             on_evict: std::sync::OnceLock::new(),
             on_load: std::sync::OnceLock::new(),
             on_loading: std::sync::OnceLock::new(),
+            on_insert: std::sync::OnceLock::new(),
             digests: Arc::new(DigestChecker::filecoin(true)),
         }
     }
@@ -124,6 +132,12 @@ impl ParamCache {
         f: impl Fn(CircuitId, cuzk_srs::KeyHeader) -> Option<BesideLoad> + Send + Sync + 'static,
     ) {
         let _ = self.on_loading.set(Box::new(f));
+    }
+
+    /// Sets the hook run as a set made in memory is inserted (once; later calls are
+    /// ignored), before the key is in the cache; it must return at once.
+    pub fn set_on_insert(&self, f: impl Fn(CircuitId, &Arc<ProvingKey>) + Send + Sync + 'static) {
+        let _ = self.on_insert.set(Box::new(f));
     }
 
     /// Sets the hook run after evictions (once; later calls are ignored).
@@ -404,6 +418,11 @@ impl ParamCache {
         }
         let bytes = key.heap_bytes();
         let reservation = self.reserve_room(bytes, Class::Bulk)?;
+        // Before the key is in the map, as with a load: a job that finds the key
+        // finds its recording under way.
+        if let Some(f) = self.on_insert.get() {
+            f(proof, &key);
+        }
         let resident = Resident {
             proof,
             key: key.clone(),

@@ -53,6 +53,11 @@ use crate::{
 };
 
 enum State {
+    /// The recording is being read (by the worker that first saw the key) or made
+    /// (beside an inserted key, [`RecordingCache::prepare_inserted`]); the gate opens
+    /// once the state is set, and workers of the same key wait on it, not on the
+    /// cache's lock (other keys never wait).
+    Loading(Arc<Gate>),
     /// One partition is recording; `Reservation` holds the estimate.
     Recording(Reservation),
     Ready(Arc<Precompiled>, #[allow(dead_code)] Reservation),
@@ -60,6 +65,33 @@ enum State {
     Backoff(Instant),
     /// Not recordable (too large for the compact encoding).
     Off,
+}
+
+/// Opens once; waiters block until then.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            open = self.cv.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Opens its gate when dropped, after the slot's state is set or if its holder
+/// panicked (the waiters then find the state still `Loading` and record instead).
+struct Opener(Arc<Gate>);
+
+impl Drop for Opener {
+    fn drop(&mut self) {
+        *self.0.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.0.cv.notify_all();
+    }
 }
 
 struct Slot {
@@ -117,11 +149,26 @@ pub struct RecordingCache {
     slots: Mutex<Vec<Slot>>,
     /// Where recordings are saved and loaded; `None` = kept in memory only.
     dir: Option<PathBuf>,
+    /// Tests: workers that have waited for a saved recording's read, and a hook run
+    /// inside every read.
+    #[cfg(test)]
+    waiting: std::sync::atomic::AtomicUsize,
+    #[cfg(test)]
+    on_read: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl RecordingCache {
     pub fn new(enabled: bool, budget: Arc<Ledger>) -> Self {
-        RecordingCache { enabled, budget, slots: Mutex::new(Vec::new()), dir: None }
+        RecordingCache {
+            enabled,
+            budget,
+            slots: Mutex::new(Vec::new()),
+            dir: None,
+            #[cfg(test)]
+            waiting: Default::default(),
+            #[cfg(test)]
+            on_read: None,
+        }
     }
 
     /// Saves recordings in `dir` and loads them from it.
@@ -135,14 +182,15 @@ impl RecordingCache {
         dir.join(format!("cuzk-recording-{hex}.bin"))
     }
 
-    /// The saved recording of `key` (identity `id`), charged to the budget; `None`
-    /// (with a warning when a file was there) when there is none, no room, or it is
-    /// refused. A file whose sizes do not match `key` is deleted.
     /// The saved recording of `id`, read (its bytes reserved) when there is one and
     /// the budget has room for it.
     fn read_file(&self, id: &[u8; 32]) -> Option<(PathBuf, std::io::Result<Precompiled>, Reservation)> {
         let path = Self::path(self.dir.as_ref()?, id);
         let len = std::fs::metadata(&path).ok()?.len();
+        #[cfg(test)]
+        if let Some(hook) = &self.on_read {
+            hook();
+        }
         let Some(r) = self.budget.try_reserve(len) else {
             warn!(path = %path.display(), bytes = len, "no host-budget room to load the saved circuit recording");
             return None;
@@ -155,6 +203,9 @@ impl RecordingCache {
         Some((path, read, r))
     }
 
+    /// The saved recording of `key` (identity `id`), charged to the budget; `None`
+    /// (with a warning when a file was there) when there is none, no room, or it is
+    /// refused. A file whose sizes do not match `key` is deleted.
     fn load(&self, key: &ProvingKey, id: &[u8; 32]) -> Option<State> {
         let t = Instant::now();
         let (path, read, r) = self.read_file(id)?;
@@ -230,34 +281,60 @@ impl RecordingCache {
         if !self.enabled {
             return Plan::Plain;
         }
-        let mut slots = self.lock();
-        let slot = match Self::find(&mut slots, key) {
-            Some(s) => s,
-            None => {
-                // First sight of this key: a saved recording, if there is one. Loaded
-                // under the lock, so that the other workers wait for it (a fraction
-                // of a second) rather than synthesize the plain way (seconds).
-                let id = key_id(key);
-                let state = self.load(key, &id).unwrap_or(State::Backoff(Instant::now()));
-                slots.push(Slot { key: Arc::downgrade(key), id, state });
-                slots.last_mut().expect("just pushed")
-            }
-        };
-        match &slot.state {
-            State::Ready(p, _) => Plan::Use(p.clone()),
-            State::Recording(_) | State::Off => Plan::Plain,
-            State::Backoff(until) if Instant::now() < *until => Plan::Plain,
-            State::Backoff(_) => match self.budget.try_reserve(estimate(key)) {
-                Some(r) => {
-                    slot.state = State::Recording(r);
-                    Plan::Record
-                }
+        loop {
+            let mut slots = self.lock();
+            let slot = match Self::find(&mut slots, key) {
+                Some(s) => s,
                 None => {
-                    warn!(bytes = estimate(key), "no host-budget room to record the circuit yet; plain synthesis");
-                    slot.state = State::Backoff(Instant::now() + BACKOFF);
-                    Plan::Plain
+                    // First sight of this key: its saved recording, if there is one.
+                    // Workers of this key wait for the read (seconds at 32GiB) rather
+                    // than synthesize the plain way (tens of seconds); the cache's lock
+                    // is not held meanwhile, so no other key's partition (a deadline
+                    // job's) waits for a file it does not use.
+                    let id = key_id(key);
+                    let opener = Opener(Arc::default());
+                    slots.push(Slot { key: Arc::downgrade(key), id, state: State::Loading(opener.0.clone()) });
+                    drop(slots);
+                    let state = self.load(key, &id).unwrap_or(State::Backoff(Instant::now()));
+                    self.settle(key, &opener.0, state);
+                    continue;
                 }
-            },
+            };
+            return match &slot.state {
+                State::Loading(gate) => {
+                    let gate = gate.clone();
+                    drop(slots);
+                    #[cfg(test)]
+                    self.waiting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    gate.wait();
+                    // Still loading once the gate opened: its holder panicked.
+                    self.settle(key, &gate, State::Backoff(Instant::now()));
+                    continue;
+                }
+                State::Ready(p, _) => Plan::Use(p.clone()),
+                State::Recording(_) | State::Off => Plan::Plain,
+                State::Backoff(until) if Instant::now() < *until => Plan::Plain,
+                State::Backoff(_) => match self.budget.try_reserve(estimate(key)) {
+                    Some(r) => {
+                        slot.state = State::Recording(r);
+                        Plan::Record
+                    }
+                    None => {
+                        warn!(bytes = estimate(key), "no host-budget room to record the circuit yet; plain synthesis");
+                        slot.state = State::Backoff(Instant::now() + BACKOFF);
+                        Plan::Plain
+                    }
+                },
+            };
+        }
+    }
+
+    /// Sets `key`'s slot to `state` if it is still `Loading` behind `gate`.
+    fn settle(&self, key: &Arc<ProvingKey>, gate: &Arc<Gate>, state: State) {
+        if let Some(s) = Self::find(&mut self.lock(), key) {
+            if matches!(&s.state, State::Loading(g) if Arc::ptr_eq(g, gate)) {
+                s.state = state;
+            }
         }
     }
 
@@ -270,7 +347,10 @@ impl RecordingCache {
     pub fn recorded(&self, key: &Arc<ProvingKey>, pre: Option<Precompiled>) -> Result<(), StageError> {
         let mut slots = self.lock();
         let Some(slot) = Self::find(&mut slots, key) else { return Ok(()) };
-        let State::Recording(mut r) = std::mem::replace(&mut slot.state, State::Off) else { return Ok(()) };
+        if !matches!(slot.state, State::Recording(_)) {
+            return Ok(());
+        }
+        let State::Recording(mut r) = std::mem::replace(&mut slot.state, State::Off) else { unreachable!() };
         let Some(pre) = pre else {
             warn!("circuit too large to pre-compile; its partitions use plain synthesis");
             return Ok(());
@@ -394,32 +474,71 @@ impl RecordingCache {
     /// here is saved; a refused saved file is deleted. Nothing changes when `key`
     /// already has a slot.
     pub fn adopt(&self, key: &Arc<ProvingKey>, prepared: Prepared) {
-        let Ok(Some((pre, mut r, from_file))) = prepared.work.join() else { return };
+        let Some(state) = self.adopted(key, prepared) else { return };
+        let mut slots = self.lock();
+        if Self::find(&mut slots, key).is_none() {
+            slots.push(Slot { key: Arc::downgrade(key), id: key_id(key), state });
+        }
+    }
+
+    /// `prepared`'s recording, checked against `key` and charged to the budget
+    /// (see [`RecordingCache::adopt`]); `None` when there is none or it is refused.
+    fn adopted(&self, key: &Arc<ProvingKey>, prepared: Prepared) -> Option<State> {
+        let Ok(Some((pre, mut r, from_file))) = prepared.work.join() else { return None };
         if prepared.id != key_id(key) {
             warn!("parameters changed while loading; the recording made beside them is dropped");
-            return;
+            return None;
         }
         if let Err(e) = key.check_shape(&pre.shape()) {
             warn!(error = %e, "circuit recording made beside the parameters does not match them; dropped");
             if let (true, Some(dir)) = (from_file, &self.dir) {
                 let _ = std::fs::remove_file(Self::path(dir, &prepared.id));
             }
-            return;
-        }
-        let mut slots = self.lock();
-        if Self::find(&mut slots, key).is_some() {
-            return;
+            return None;
         }
         let bytes = pre.heap_bytes() as u64;
         if !self.fit(&mut r, bytes) {
             warn!(bytes, "no host-budget room for the recorded circuit; its first partition records");
-            return;
+            return None;
         }
         let pre = Arc::new(pre);
         if !from_file {
             self.save(prepared.id, pre.clone());
         }
-        slots.push(Slot { key: Arc::downgrade(key), id: prepared.id, state: State::Ready(pre, r) });
+        Some(State::Ready(pre, r))
+    }
+
+    /// For parameters made in memory rather than loaded ([`ParamCache::insert`]):
+    /// starts reading their saved recording or recording their blank circuit, as
+    /// [`RecordingCache::prepare`] does beside a load, and returns at once; their
+    /// partitions wait for it (seconds) rather than record it in the first of them
+    /// with its values and synthesize the others the plain way (a minute or more at
+    /// 32GiB). Nothing happens when the key already has a slot.
+    ///
+    /// [`ParamCache::insert`]: crate::services::ParamCache::insert
+    pub fn prepare_inserted(self: &Arc<Self>, proof: CircuitId, key: &Arc<ProvingKey>) {
+        if !self.enabled {
+            return;
+        }
+        let opener = {
+            let mut slots = self.lock();
+            if Self::find(&mut slots, key).is_some() {
+                return;
+            }
+            let opener = Opener(Arc::default());
+            slots.push(Slot { key: Arc::downgrade(key), id: key_id(key), state: State::Loading(opener.0.clone()) });
+            opener
+        };
+        let Some(prepared) = self.prepare(proof, key.header()) else {
+            return self.settle(key, &opener.0, State::Backoff(Instant::now()));
+        };
+        let (this, key) = (self.clone(), key.clone());
+        // Failing to start drops the closure and with it the opener: the gate opens
+        // and the key's partitions record as if nothing had been prepared.
+        let _ = std::thread::Builder::new().name("cuzk-prepare-inserted".into()).spawn(move || {
+            let state = this.adopted(&key, prepared).unwrap_or(State::Backoff(Instant::now()));
+            this.settle(&key, &opener.0, state);
+        });
     }
 
     /// Drops the recordings of parameters that are gone, returning their bytes.
@@ -546,6 +665,123 @@ mod tests {
         assert!(valid(), "the damaged file was replaced");
         let after = RecordingCache::new(true, ledger).with_dir(dir.clone());
         assert!(matches!(after.plan(&k), Plan::Use(_)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Makes every read of a saved recording stop until the returned sender sends;
+    /// the receiver hears each read start.
+    fn hold_reads(cache: &mut RecordingCache) -> (std::sync::mpsc::Receiver<()>, std::sync::mpsc::Sender<()>) {
+        let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+        cache.on_read = Some(Box::new(move || {
+            entered_tx.lock().unwrap().send(()).unwrap();
+            release_rx.lock().unwrap().recv().unwrap();
+        }));
+        (entered, release)
+    }
+
+    /// Waits (two minutes at most) until `n` workers have waited for a recording
+    /// being read or made; returns how many have.
+    fn wait_for_waiters(cache: &RecordingCache, n: usize) -> usize {
+        let t = Instant::now();
+        let seen = || cache.waiting.load(std::sync::atomic::Ordering::SeqCst);
+        while seen() < n && t.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        seen()
+    }
+
+    /// Parameters made in memory (`ParamCache::insert`) get their recording read
+    /// (or made) beside them, as a load does; their first partitions wait for it
+    /// and use it, none records. Recording off: nothing is started.
+    #[test]
+    fn an_inserted_keys_recording_is_prepared_and_its_partitions_wait_for_it() {
+        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let dir = std::env::temp_dir().join(format!("cuzk-recordings-inserted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ledger = Ledger::new("host", 1 << 30);
+        let k = key(spec);
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        let id = key_id(&k);
+        std::fs::create_dir_all(&dir).unwrap();
+        pre.as_ref().unwrap().write_to(std::fs::File::create(RecordingCache::path(&dir, &id)).unwrap(), &id).unwrap();
+        // Not a Filecoin key: only its saved file can be read (as in the test above).
+        let proof = CircuitId::Seal(cuzk_filecoin::RegisteredSealProof::StackedDrg2KiBV1_1);
+
+        let mut cache = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
+        let (entered, release) = hold_reads(&mut cache);
+        let cache = Arc::new(cache);
+        cache.prepare_inserted(proof, &k);
+        entered.recv().unwrap();
+        let partitions: Vec<_> = (0..2)
+            .map(|_| {
+                let (cache, k) = (cache.clone(), k.clone());
+                std::thread::spawn(move || cache.plan(&k))
+            })
+            .collect();
+        let waiting = wait_for_waiters(&cache, 2);
+        release.send(()).unwrap();
+        assert_eq!(waiting, 2, "both partitions wait for the recording under way");
+        for p in partitions {
+            assert!(matches!(p.join().unwrap(), Plan::Use(p) if Some(&*p) == pre.as_ref()), "and use it");
+        }
+        assert!(cache.bytes() > 0 && cache.ready() == 1, "kept and charged");
+        // Inserted again (the same key): nothing new starts.
+        cache.prepare_inserted(proof, &k);
+        assert_eq!(cache.ready(), 1);
+
+        let off = Arc::new(RecordingCache::new(false, ledger).with_dir(dir.clone()));
+        off.prepare_inserted(proof, &k);
+        assert!(matches!(off.plan(&k), Plan::Plain));
+        assert_eq!(off.bytes(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Reading a key's saved recording holds up that key's partitions, which wait
+    /// for it and then use it, and no other key's: a deadline job's partition plans
+    /// while a large recording is still being read.
+    #[test]
+    fn a_saved_recording_being_read_holds_only_its_own_key() {
+        use std::sync::mpsc;
+        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+        let dir = std::env::temp_dir().join(format!("cuzk-recordings-reading-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ledger = Ledger::new("host", 1 << 30);
+        let big = key(spec);
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        let id = key_id(&big);
+        std::fs::create_dir_all(&dir).unwrap();
+        pre.unwrap().write_to(std::fs::File::create(RecordingCache::path(&dir, &id)).unwrap(), &id).unwrap();
+
+        let mut cache = RecordingCache::new(true, ledger).with_dir(dir.clone());
+        let (entered, release) = hold_reads(&mut cache);
+        let cache = Arc::new(cache);
+        let reader = {
+            let (cache, big) = (cache.clone(), big.clone());
+            std::thread::spawn(move || matches!(cache.plan(&big), Plan::Use(_)))
+        };
+        entered.recv().unwrap();
+        let same_key = {
+            let (cache, big) = (cache.clone(), big.clone());
+            std::thread::spawn(move || matches!(cache.plan(&big), Plan::Use(_)))
+        };
+        // Another key plans while the read is stopped (the other key has no file, so
+        // its read never reaches the hook).
+        let urgent = key_seeded(spec, 2);
+        let (done_tx, done) = mpsc::channel();
+        {
+            let cache = cache.clone();
+            std::thread::spawn(move || done_tx.send(matches!(cache.plan(&urgent), Plan::Record)).unwrap());
+        }
+        let planned = done.recv_timeout(Duration::from_secs(120));
+        // The same key's second worker is waiting for the read, not planning plain.
+        let waiting = wait_for_waiters(&cache, 1);
+        release.send(()).unwrap();
+        assert_eq!(planned, Ok(true), "another key's plan waited for this key's file");
+        assert_eq!(waiting, 1, "the same key's worker waits for the read");
+        assert!(reader.join().unwrap(), "the reader uses the recording it read");
+        assert!(same_key.join().unwrap(), "the waiting worker uses the recording read for it");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -43,9 +43,10 @@ pub struct SynthesizeConfig {
     /// With `precompile`: while a parameter file loads, read its saved recording or
     /// record its circuit's blank instance beside the load, so the key is handed
     /// out with its recording and no partition records (at 32GiB the first proof
-    /// waits for the longer of loading and recording, not their sum). Off: the
-    /// first partition to need it records it. Not for WinningPoSt, which is never
-    /// pre-compiled.
+    /// waits for the longer of loading and recording, not their sum); parameters
+    /// made in memory (`ParamCache::insert`) as they are inserted, their partitions
+    /// waiting for it. Off: the first partition to need it records it. Not for
+    /// WinningPoSt, which is never pre-compiled.
     pub record_beside_load: bool,
 }
 

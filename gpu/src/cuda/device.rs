@@ -177,6 +177,8 @@ impl CudaBackend {
             info!(device = dev, bytes = m.bytes, "evicting resident constraint matrices");
         }
         let t = Instant::now();
+        // Counted before the upload, as a parameter set's is (`make_resident`).
+        device.publish_with(st, need);
         match cuda::ResidentR1cs::new(device.info.index, &view, device.gate_for(st)) {
             Ok(r1cs) => {
                 info!(
@@ -190,6 +192,7 @@ impl CudaBackend {
                 Some(st.matrices.len() - 1)
             }
             Err((code, msg)) => {
+                device.publish(st);
                 warn!(device = dev, code, error = %msg, "could not make constraint matrices resident; a, b, c on the host");
                 None
             }
