@@ -584,6 +584,27 @@ mod tests {
     use cuzk_synth::{synthesize_recording, SyntheticCircuit, SyntheticSpec};
     use rand::SeedableRng;
 
+    const SPEC: SyntheticSpec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
+
+    /// An empty directory of this process for the test `name`.
+    fn fresh_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cuzk-recordings-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// A fresh directory holding the saved recording of `key(SPEC)`, as an earlier
+    /// process left it: the directory, the key and the recording.
+    fn saved_recording(name: &str) -> (PathBuf, Arc<ProvingKey>, Precompiled) {
+        let dir = fresh_dir(name);
+        let k = key(SPEC);
+        let pre = synthesize_recording(SyntheticCircuit::new(SPEC, 1).unwrap()).unwrap().1.unwrap();
+        let id = key_id(&k);
+        std::fs::create_dir_all(&dir).unwrap();
+        pre.write_to(std::fs::File::create(RecordingCache::path(&dir, &id)).unwrap(), &id).unwrap();
+        (dir, k, pre)
+    }
+
     fn key(spec: SyntheticSpec) -> Arc<ProvingKey> {
         key_seeded(spec, 1)
     }
@@ -595,20 +616,19 @@ mod tests {
 
     #[test]
     fn one_recording_per_key_charged_and_released_with_it() {
-        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
         let ledger = Ledger::new("host", 1 << 30);
         let cache = RecordingCache::new(true, ledger.clone());
-        let k = key(spec);
+        let k = key(SPEC);
         assert!(matches!(cache.plan(&k), Plan::Record));
         assert!(matches!(cache.plan(&k), Plan::Plain), "one recording at a time; others go plain");
         assert_eq!(ledger.snapshot().used, estimate(&k), "the estimate is reserved while recording");
-        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(SPEC, 1).unwrap()).unwrap();
         let bytes = pre.as_ref().unwrap().heap_bytes() as u64;
         cache.recorded(&k, pre).unwrap();
         assert!(matches!(cache.plan(&k), Plan::Use(_)));
         assert_eq!((cache.bytes(), ledger.snapshot().used), (bytes, bytes));
         // Another key records its own.
-        let k2 = key(spec);
+        let k2 = key(SPEC);
         assert!(matches!(cache.plan(&k2), Plan::Record));
         cache.abandon(&k2);
         assert!(matches!(cache.plan(&k2), Plan::Record), "a failed recording is retried");
@@ -617,21 +637,19 @@ mod tests {
         assert_eq!(ledger.snapshot().used, 0);
 
         let off = RecordingCache::new(false, ledger);
-        assert!(matches!(off.plan(&key(spec)), Plan::Plain));
+        assert!(matches!(off.plan(&key(SPEC)), Plan::Plain));
     }
 
     /// A recording saved by one cache (process) is loaded by the next one at the
     /// first partition of the same key; a damaged file is refused and redone.
     #[test]
     fn saved_recordings_are_loaded_by_the_next_process() {
-        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
-        let dir = std::env::temp_dir().join(format!("cuzk-recordings-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = fresh_dir("saved");
         let ledger = Ledger::new("host", 1 << 30);
-        let k = key(spec);
+        let k = key(SPEC);
         let first = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(first.plan(&k), Plan::Record), "nothing saved yet");
-        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(SPEC, 1).unwrap()).unwrap();
         first.recorded(&k, pre).unwrap();
         let path = RecordingCache::path(&dir, &key_id(&k));
         let t = Instant::now();
@@ -644,7 +662,7 @@ mod tests {
         let next = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(next.plan(&k), Plan::Use(_)), "loaded: the first partition is pre-compiled");
         assert!(next.bytes() > 0, "the loaded recording is charged");
-        let other = key_seeded(spec, 2);
+        let other = key_seeded(SPEC, 2);
         assert!(matches!(next.plan(&other), Plan::Record), "other parameters do not use this file");
 
         let mut bytes = std::fs::read(&path).unwrap();
@@ -653,7 +671,7 @@ mod tests {
         std::fs::write(&path, bytes).unwrap();
         let damaged = RecordingCache::new(true, ledger.clone()).with_dir(dir.clone());
         assert!(matches!(damaged.plan(&k), Plan::Record), "a damaged file is refused and recorded again");
-        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 3).unwrap()).unwrap();
+        let (_, pre) = synthesize_recording(SyntheticCircuit::new(SPEC, 3).unwrap()).unwrap();
         damaged.recorded(&k, pre).unwrap();
         // The new recording replaces the damaged file.
         let id = key_id(&k);
@@ -697,15 +715,8 @@ mod tests {
     /// and use it, none records. Recording off: nothing is started.
     #[test]
     fn an_inserted_keys_recording_is_prepared_and_its_partitions_wait_for_it() {
-        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
-        let dir = std::env::temp_dir().join(format!("cuzk-recordings-inserted-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let (dir, k, pre) = saved_recording("inserted");
         let ledger = Ledger::new("host", 1 << 30);
-        let k = key(spec);
-        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
-        let id = key_id(&k);
-        std::fs::create_dir_all(&dir).unwrap();
-        pre.as_ref().unwrap().write_to(std::fs::File::create(RecordingCache::path(&dir, &id)).unwrap(), &id).unwrap();
         // Not a Filecoin key: only its saved file can be read (as in the test above).
         let proof = CircuitId::Seal(cuzk_filecoin::RegisteredSealProof::StackedDrg2KiBV1_1);
 
@@ -724,7 +735,7 @@ mod tests {
         release.send(()).unwrap();
         assert_eq!(waiting, 2, "both partitions wait for the recording under way");
         for p in partitions {
-            assert!(matches!(p.join().unwrap(), Plan::Use(p) if Some(&*p) == pre.as_ref()), "and use it");
+            assert!(matches!(p.join().unwrap(), Plan::Use(p) if *p == pre), "and use it");
         }
         assert!(cache.bytes() > 0 && cache.ready() == 1, "kept and charged");
         // Inserted again (the same key): nothing new starts.
@@ -744,15 +755,8 @@ mod tests {
     #[test]
     fn a_saved_recording_being_read_holds_only_its_own_key() {
         use std::sync::mpsc;
-        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
-        let dir = std::env::temp_dir().join(format!("cuzk-recordings-reading-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let (dir, big, _) = saved_recording("reading");
         let ledger = Ledger::new("host", 1 << 30);
-        let big = key(spec);
-        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
-        let id = key_id(&big);
-        std::fs::create_dir_all(&dir).unwrap();
-        pre.unwrap().write_to(std::fs::File::create(RecordingCache::path(&dir, &id)).unwrap(), &id).unwrap();
 
         let mut cache = RecordingCache::new(true, ledger).with_dir(dir.clone());
         let (entered, release) = hold_reads(&mut cache);
@@ -768,7 +772,7 @@ mod tests {
         };
         // Another key plans while the read is stopped (the other key has no file, so
         // its read never reaches the hook).
-        let urgent = key_seeded(spec, 2);
+        let urgent = key_seeded(SPEC, 2);
         let (done_tx, done) = mpsc::channel();
         {
             let cache = cache.clone();
@@ -791,15 +795,8 @@ mod tests {
     /// nothing. Reading nothing (no file, recording off) reserves nothing.
     #[test]
     fn a_recording_read_beside_the_load_is_the_keys() {
-        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
-        let dir = std::env::temp_dir().join(format!("cuzk-recordings-beside-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let (dir, k, pre) = saved_recording("beside");
         let ledger = Ledger::new("host", 1 << 30);
-        let k = key(spec);
-        let (_, pre) = synthesize_recording(SyntheticCircuit::new(spec, 1).unwrap()).unwrap();
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = RecordingCache::path(&dir, &key_id(&k));
-        pre.as_ref().unwrap().write_to(std::fs::File::create(&path).unwrap(), &key_id(&k)).unwrap();
         // Not a Filecoin key: only the file can be read here (its blank circuit is
         // not this one), which is the restart's case.
         let proof = CircuitId::Seal(cuzk_filecoin::RegisteredSealProof::StackedDrg2KiBV1_1);
@@ -808,7 +805,7 @@ mod tests {
         let p = cache.prepare(proof, k.header()).expect("started");
         cache.adopt(&k, p);
         assert!(cache.is_ready(&k), "kept as the key's recording");
-        assert!(matches!(cache.plan(&k), Plan::Use(p) if Some(&*p) == pre.as_ref()));
+        assert!(matches!(cache.plan(&k), Plan::Use(p) if *p == pre));
         let held = cache.bytes();
         assert!(held > 0 && ledger.snapshot().used >= held, "charged");
         // Again for the same key: it has its recording, nothing changes.
@@ -817,7 +814,7 @@ mod tests {
         assert_eq!((cache.bytes(), cache.ready()), (held, 1));
 
         // Started from another key's header: dropped, its reservation returned.
-        let other = key_seeded(spec, 2);
+        let other = key_seeded(SPEC, 2);
         let fresh = Arc::new(RecordingCache::new(true, ledger.clone()).with_dir(dir.clone()));
         let before = ledger.snapshot().used;
         let p = fresh.prepare(proof, k.header()).unwrap();
@@ -840,12 +837,10 @@ mod tests {
     /// and recorded again.
     #[test]
     fn recordings_that_do_not_fit_their_parameters_are_refused() {
-        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
-        let short = SyntheticSpec { constraints: 48, ..spec };
-        let dir = std::env::temp_dir().join(format!("cuzk-recordings-mismatch-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let short = SyntheticSpec { constraints: 48, ..SPEC };
+        let dir = fresh_dir("mismatch");
         let ledger = Ledger::new("host", 1 << 30);
-        let k = key(spec);
+        let k = key(SPEC);
         let path = RecordingCache::path(&dir, &key_id(&k));
         let recording = |s: SyntheticSpec| synthesize_recording(SyntheticCircuit::new(s, 1).unwrap()).unwrap().1;
 
@@ -863,7 +858,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
         assert!(!path.exists(), "nothing saved");
         // The key's real circuit is recorded and saved as usual.
-        cache.recorded(&k, recording(spec)).unwrap();
+        cache.recorded(&k, recording(SPEC)).unwrap();
         assert!(matches!(cache.plan(&k), Plan::Use(_)));
         let t = Instant::now();
         while !path.exists() && t.elapsed() < Duration::from_secs(20) {
@@ -884,8 +879,7 @@ mod tests {
 
     #[test]
     fn no_budget_room_means_plain_synthesis() {
-        let spec = SyntheticSpec { constraints: 64, public_inputs: 1, a_density: 1.0, b_density: 1.0 };
-        let k = key(spec);
+        let k = key(SPEC);
         let ledger = Ledger::new("host", estimate(&k) - 1);
         let cache = RecordingCache::new(true, ledger.clone());
         assert!(matches!(cache.plan(&k), Plan::Plain), "no room for the estimate");
