@@ -116,6 +116,24 @@ fn size_answers_and_names_the_budget_exceeded() {
     assert!(!ok && err.contains("not a Filecoin sector size"), "{err}");
 }
 
+/// `cuzk size --gpus N --vram … --host-memory … --cores …` sizes a GPU host that is
+/// not this one (no GPU here): one line per planned device, the host budget shared.
+#[test]
+fn size_answers_for_a_planned_two_gpu_host() {
+    let planned = ["size", "--sector-size", "2KiB", "--gpus", "2", "--vram", "141GB", "--host-memory", "256GiB"];
+    let (ok, out, err) = run(cuzk().args(planned).args(["--cores", "32"]));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("planned host: 2 GPU(s) of 131.32 GiB, 256.00 GiB, 32 cores"), "{out}");
+    assert!(out.contains("backend: cuda (2 device(s))"), "{out}");
+    assert!(out.contains("device 0: VRAM budget") && out.contains("device 1: VRAM budget"), "{out}");
+    assert!(out.contains("synthesizing per device: the 2 devices share"), "{out}");
+    let (ok, _, err) = run(cuzk().args(["size", "--sector-size", "2KiB", "--gpus", "2"]));
+    assert!(!ok && err.contains("--vram"), "{err}");
+    let (ok, _, err) =
+        run(cuzk().args(["size", "--sector-size", "2KiB", "--gpus", "1", "--vram", "80GiB", "--host-memory", "3GiB"]));
+    assert!(!ok && err.contains("leaves nothing after budget.host_safety_margin"), "{err}");
+}
+
 /// `prove --grid-synth … --grid-jobs …` (the budget grid, docs/benchmarks.md): every
 /// setting of synthesis workers × jobs in flight runs on one engine per worker count,
 /// synthesizes no more partitions at once than its worker count, and after each

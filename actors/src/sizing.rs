@@ -13,9 +13,105 @@ use cuzk_gpu::sizing::{device_matrices_bytes, device_resident_bytes, device_stag
 use cuzk_srs::ProvingKey;
 
 use crate::{
-    ground::ByteSize, services::recordings::recording_estimate, services::SelectedBackend,
-    synthesize::partition_bytes_for_shape, Config,
+    ground::{ByteSize, MemoryLimit},
+    services::recordings::recording_estimate,
+    services::SelectedBackend,
+    synthesize::partition_bytes_for_shape,
+    Config,
 };
+
+/// The host [`size`] answers for: this one, with the backend it would use
+/// ([`Target::this_host`]), or a GPU host being planned ([`Target::planned`]:
+/// `cuzk size --gpus`), sized with the same figures.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub backend: &'static str,
+    /// The backend's NTT runs on the host (the CPU backend): a partition holds its
+    /// NTT buffers there.
+    pub ntt_on_host: bool,
+    /// The backend evaluates a, b, c itself from the recorded matrices.
+    pub abc_on_device: bool,
+    /// Each device's VRAM budget, in device order; empty without a GPU.
+    pub devices: Vec<u64>,
+    pub host_budget: u64,
+    /// A planned host's cores: the synthesis workers when `synthesize.max_concurrency`
+    /// is 0 ("the cores"); `None`: this machine's.
+    pub cores: Option<usize>,
+    /// Said beside the sizing: what the figures assume.
+    pub planned: Option<String>,
+}
+
+impl Target {
+    /// This host, with `selected` (its devices' budgets as the backend found them).
+    ///
+    /// # Errors
+    /// When the host budget cannot be computed (the machine's memory is unreadable).
+    pub fn this_host(selected: &SelectedBackend, cfg: &Config) -> Result<Self, String> {
+        let devices = if selected.on_device {
+            selected.backend.device_stats().iter().map(|d| d.vram_budget).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Self {
+            backend: selected.backend.name(),
+            ntt_on_host: selected.backend.ntt_on_host(),
+            abc_on_device: selected.backend.abc_on_device(),
+            devices,
+            host_budget: selected.host_budget(&cfg.budget)?,
+            cores: None,
+            planned: None,
+        })
+    }
+
+    /// A host with `gpus` GPUs of `vram` bytes each, `host_memory` bytes of RAM and
+    /// `cores` cores (this machine's when `None`), under `cfg` as the CUDA backend
+    /// would apply it there: each device's budget its memory less
+    /// `backend.vram_margin`, an "auto" host budget the RAM less
+    /// `budget.host_safety_margin` and the pinned pool.
+    ///
+    /// # Errors
+    /// When `gpus` or `cores` is 0, or an "auto" budget leaves nothing.
+    pub fn planned(
+        cfg: &Config,
+        gpus: usize,
+        vram: u64,
+        host_memory: Option<u64>,
+        cores: Option<usize>,
+    ) -> Result<Self, String> {
+        if gpus == 0 {
+            return Err("a planned host needs at least one GPU (--gpus 1 or more)".into());
+        }
+        if cores == Some(0) {
+            return Err("a planned host needs at least one core (--cores 1 or more)".into());
+        }
+        let host_budget = match (cfg.budget.host_memory, host_memory) {
+            (MemoryLimit::Bytes(b), _) => b.0,
+            (MemoryLimit::Auto, None) => cfg.budget.host_bytes()?.saturating_sub(cfg.backend.pinned_memory.0),
+            (MemoryLimit::Auto, Some(ram)) => ram
+                .checked_sub(cfg.budget.host_safety_margin.0 + cfg.backend.pinned_memory.0)
+                .filter(|b| *b > 0)
+                .ok_or_else(|| {
+                    format!(
+                        "a planned host of {} leaves nothing after budget.host_safety_margin {} and backend.pinned_memory {}",
+                        ByteSize(ram),
+                        cfg.budget.host_safety_margin,
+                        cfg.backend.pinned_memory
+                    )
+                })?,
+        };
+        let ram = host_memory.map_or_else(|| "this machine's RAM".to_string(), |b| ByteSize(b).to_string());
+        let cpus = cores.map_or_else(|| "this machine's cores".to_string(), |n| format!("{n} cores"));
+        Ok(Self {
+            backend: "cuda",
+            ntt_on_host: false,
+            abc_on_device: cfg.backend.abc_on_device,
+            devices: vec![vram.saturating_sub(cfg.backend.vram_margin.0); gpus],
+            host_budget,
+            cores,
+            planned: Some(format!("planned host: {gpus} GPU(s) of {}, {ram}, {cpus}", ByteSize(vram))),
+        })
+    }
+}
 
 /// Where a parameter set lives on one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +155,8 @@ pub struct Sizing {
     /// Partitions per proof.
     pub partitions: usize,
     pub backend: &'static str,
+    /// What a planned host's figures assume ([`Target::planned`]); `None`: this host.
+    pub planned: Option<String>,
     /// Decoded parameter points, held in host memory and charged to its budget.
     pub params: u64,
     /// The recording's upper estimate, reserved while the first partition records
@@ -81,86 +179,68 @@ pub struct Sizing {
     pub devices: Vec<DeviceSizing>,
 }
 
-/// Sizes `shape` (a circuit proved in `partitions` partitions) for the backend
-/// `selected` under `cfg`. `nonzeros`: A's and B's non-zero entries
+/// Sizes `shape` (a circuit proved in `partitions` partitions) for the host
+/// `target` under `cfg`. `nonzeros`: A's and B's non-zero entries
 /// (`cuzk_synth::shape_and_nonzeros`), what the device keeps to evaluate a, b, c.
-///
-/// # Errors
-/// When the host budget cannot be computed (the machine's memory is unreadable).
-pub fn size(
-    shape: &CircuitShape,
-    nonzeros: [usize; 2],
-    partitions: usize,
-    cfg: &Config,
-    selected: &SelectedBackend,
-) -> Result<Sizing, String> {
-    let host_budget = selected.host_budget(&cfg.budget)?;
+pub fn size(shape: &CircuitShape, nonzeros: [usize; 2], partitions: usize, cfg: &Config, target: &Target) -> Sizing {
+    let host_budget = target.host_budget;
     let m = 1usize << shape.domain_log2();
     let params = ProvingKey::bytes_for_shape(shape);
     let recording = if cfg.synthesize.precompile { recording_estimate(m as u64) } else { 0 };
-    let partition = partition_bytes_for_shape(shape, selected.backend.ntt_on_host());
-    let max_concurrency = cfg.synthesize.limits().workers;
+    let partition = partition_bytes_for_shape(shape, target.ntt_on_host);
+    let max_concurrency = match (cfg.synthesize.max_concurrency, target.cores) {
+        (0, Some(cores)) => cores,
+        _ => cfg.synthesize.limits().workers,
+    };
     // Bulk work may not touch the deadline reserve.
     let room = host_budget.saturating_sub(params + recording + cfg.budget.deadline_reserve_bytes(host_budget));
     let at_once = usize::try_from(room / partition.max(1)).unwrap_or(usize::MAX).min(max_concurrency);
     // a, b, c never on the host once the circuit is recorded (Synthesize reserves
     // the rest: `held_when_lent`).
-    let witness_partition = (cfg.synthesize.precompile && selected.backend.abc_on_device())
-        .then(|| partition.saturating_sub(3 * 32 * m as u64));
+    let witness_partition =
+        (cfg.synthesize.precompile && target.abc_on_device).then(|| partition.saturating_sub(3 * 32 * m as u64));
     let at_once_recorded =
         witness_partition.map(|w| usize::try_from(room / w.max(1)).unwrap_or(usize::MAX).min(max_concurrency));
     let workspace = device_workspace_bytes(shape.domain_log2());
     let resident = device_resident_bytes(m - 1, shape.aux, shape.a_query, shape.b_query, shape.b_query);
-    let devices = if selected.on_device {
-        selected
-            .backend
-            .device_stats()
-            .into_iter()
-            .map(|d| {
-                let placement = if workspace > d.vram_budget {
-                    Placement::TooSmall
-                } else if cfg.backend.srs_resident && workspace + resident <= d.vram_budget {
-                    Placement::Resident
-                } else {
-                    Placement::Streamed
-                };
-                let mut held = workspace + if placement == Placement::Resident { resident } else { 0 };
-                // The matrices take precedence over a second staging buffer, not over
-                // the resident points (`CudaBackend::ensure_matrices`).
-                let matrices = witness_partition.map(|_| {
-                    let bytes = device_matrices_bytes(shape.constraints, nonzeros[0], nonzeros[1], 0);
-                    let fits = placement != Placement::TooSmall && held + bytes <= d.vram_budget;
-                    if fits {
-                        held += bytes;
-                    }
-                    (bytes, fits)
-                });
-                let buffer = device_staging_bytes(shape.domain_log2());
-                let room = d.vram_budget.saturating_sub(held) / buffer.max(1);
-                let extra_buffers = if placement == Placement::TooSmall {
-                    0
-                } else {
-                    usize::try_from(room).unwrap_or(usize::MAX).min(cfg.backend.device_buffers.saturating_sub(1))
-                };
-                DeviceSizing {
-                    device: d.device,
-                    vram_budget: d.vram_budget,
-                    workspace,
-                    resident,
-                    matrices,
-                    extra_buffers,
-                    buffer,
-                    placement,
+    let devices = target
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(device, &vram_budget)| {
+            let placement = if workspace > vram_budget {
+                Placement::TooSmall
+            } else if cfg.backend.srs_resident && workspace + resident <= vram_budget {
+                Placement::Resident
+            } else {
+                Placement::Streamed
+            };
+            let mut held = workspace + if placement == Placement::Resident { resident } else { 0 };
+            // The matrices take precedence over a second staging buffer, not over
+            // the resident points (`CudaBackend::ensure_matrices`).
+            let matrices = witness_partition.map(|_| {
+                let bytes = device_matrices_bytes(shape.constraints, nonzeros[0], nonzeros[1], 0);
+                let fits = placement != Placement::TooSmall && held + bytes <= vram_budget;
+                if fits {
+                    held += bytes;
                 }
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    Ok(Sizing {
+                (bytes, fits)
+            });
+            let buffer = device_staging_bytes(shape.domain_log2());
+            let room = vram_budget.saturating_sub(held) / buffer.max(1);
+            let extra_buffers = if placement == Placement::TooSmall {
+                0
+            } else {
+                usize::try_from(room).unwrap_or(usize::MAX).min(cfg.backend.device_buffers.saturating_sub(1))
+            };
+            DeviceSizing { device, vram_budget, workspace, resident, matrices, extra_buffers, buffer, placement }
+        })
+        .collect();
+    Sizing {
         shape: *shape,
         partitions,
-        backend: selected.backend.name(),
+        backend: target.backend,
+        planned: target.planned.clone(),
         params,
         recording,
         partition,
@@ -170,7 +250,7 @@ pub fn size(
         max_concurrency,
         at_once,
         devices,
-    })
+    }
 }
 
 impl Sizing {
@@ -218,6 +298,9 @@ impl fmt::Display for Sizing {
             s.a_query,
             s.b_query
         )?;
+        if let Some(p) = &self.planned {
+            writeln!(f, "{p}")?;
+        }
         writeln!(f, "backend: {} ({} device(s))", self.backend, self.devices.len())?;
         writeln!(f, "host budget: {}", ByteSize(self.host_budget))?;
         writeln!(f, "  parameters     {} (decoded points, in host memory)", ByteSize(self.params))?;
@@ -245,6 +328,15 @@ impl fmt::Display for Sizing {
             )?;
             if let Some(n) = self.at_once_recorded {
                 writeln!(f, "  once the circuit is recorded: {n} at once")?;
+            }
+            if self.devices.len() > 1 {
+                // One host budget and one set of cores feed every device.
+                let n = self.devices.len();
+                let per = self.at_once_recorded.unwrap_or(self.at_once) as f64 / n as f64;
+                writeln!(
+                    f,
+                    "  {per:.1} partition(s) synthesizing per device: the {n} devices share the host budget and cores"
+                )?;
             }
         } else if self.check().is_ok() {
             writeln!(f, "partitions synthesized at once: 1, without the recording (no room for it: plain synthesis)")?;
@@ -302,10 +394,7 @@ impl fmt::Display for Sizing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        ground::MemoryLimit,
-        services::{select_backend, BackendKind},
-    };
+    use crate::services::{select_backend, BackendKind};
 
     /// The 32GiB PoRep circuit's shape (`synth::shape_of`, measured on the H200 host).
     fn porep_32gib() -> CircuitShape {
@@ -323,12 +412,12 @@ mod tests {
     const NONZEROS_32GIB: [usize; 2] = [309_405_051, 130_327_340];
 
     /// The CPU backend (no device) with a host budget of `host` bytes.
-    fn cfg(host: u64, max_concurrency: usize) -> (Config, SelectedBackend) {
+    fn cfg(host: u64, max_concurrency: usize) -> (Config, Target) {
         let mut cfg = Config::default();
         cfg.backend.kind = BackendKind::Cpu;
         cfg.budget.host_memory = MemoryLimit::Bytes(ByteSize(host));
         cfg.synthesize.max_concurrency = max_concurrency;
-        let cpu = select_backend(&cfg.backend).unwrap();
+        let cpu = Target::this_host(&select_backend(&cfg.backend).unwrap(), &cfg).unwrap();
         (cfg, cpu)
     }
 
@@ -336,7 +425,7 @@ mod tests {
     fn a_32gib_partition_on_the_cpu_backend_is_sized_as_the_stages_reserve_it() {
         let shape = porep_32gib();
         let (c, cpu) = cfg(200 << 30, 64);
-        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu);
         assert_eq!(s.params, 47_373_927_744, "the decoded size the engine reported at 32GiB");
         assert_eq!(s.partition, partition_bytes_for_shape(&shape, true));
         assert_eq!(s.recording, 64 << 27);
@@ -347,7 +436,7 @@ mod tests {
         assert!(s.to_string().ends_with("fits"), "{s}");
         // Capped by the configuration.
         let (c, cpu) = cfg(200 << 30, 1);
-        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu);
         assert_eq!(s.at_once, 1);
         assert!(s.to_string().contains("capped by synthesize.max_concurrency"), "{s}");
     }
@@ -389,7 +478,7 @@ mod tests {
             on_device: false,
             pinned_bytes: 0,
         };
-        let s = size(&shape, NONZEROS_32GIB, 10, &c, &deferring).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &Target::this_host(&deferring, &c).unwrap());
         let m = 1u64 << shape.domain_log2();
         assert_eq!(s.witness_partition, Some(s.partition - 3 * 32 * m));
         let room = (125u64 << 30) - s.params - s.recording - c.budget.deadline_reserve_bytes(125 << 30);
@@ -398,7 +487,7 @@ mod tests {
         assert!(s.to_string().contains("once the circuit is recorded"), "{s}");
         // The CPU backend computes them on the host: no such line.
         let (c, cpu) = cfg(125 << 30, 64);
-        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu);
         assert_eq!(s.witness_partition, None);
         assert!(!s.to_string().contains("once the circuit is recorded"), "{s}");
     }
@@ -414,7 +503,7 @@ mod tests {
                 on_device: true,
                 pinned_bytes: 0,
             };
-            size(&shape, NONZEROS_32GIB, 10, &c, &b).unwrap()
+            size(&shape, NONZEROS_32GIB, 10, &c, &Target::this_host(&b, &c).unwrap())
         };
         // 130.3M rows and 439.7M non-zeros: the 4.56 GB the H100 run logged.
         let bytes = device_matrices_bytes(shape.constraints, NONZEROS_32GIB[0], NONZEROS_32GIB[1], 0);
@@ -434,14 +523,52 @@ mod tests {
         assert!(s.to_string().contains("no room for the recording's A and B matrices"), "{s}");
         // The CPU backend: no matrices on any device.
         let (c, cpu) = cfg(125 << 30, 64);
-        assert!(size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap().devices.iter().all(|d| d.matrices.is_none()));
+        assert!(size(&shape, NONZEROS_32GIB, 10, &c, &cpu).devices.iter().all(|d| d.matrices.is_none()));
+    }
+
+    /// `cuzk size --gpus 2 --vram … --host-memory …`: a host that is not this one,
+    /// sized with the engine's figures; its devices share one host budget.
+    #[test]
+    fn a_planned_two_gpu_host_is_sized_per_device_from_one_host_budget() {
+        let shape = porep_32gib();
+        let mut c = Config::default();
+        c.synthesize.max_concurrency = 64;
+        let (ram, vram) = (251u64 << 30, 143_771u64 << 20);
+        let two = Target::planned(&c, 2, vram, Some(ram), None).unwrap();
+        assert_eq!(two.host_budget, ram - c.budget.host_safety_margin.0 - c.backend.pinned_memory.0);
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &two);
+        assert_eq!(s.devices.len(), 2);
+        for (i, d) in s.devices.iter().enumerate() {
+            assert_eq!((d.device, d.vram_budget), (i, vram - c.backend.vram_margin.0));
+            assert_eq!(d.placement, Placement::Resident, "{s}");
+            assert_eq!(d.matrices.map(|m| m.1), Some(true), "{s}");
+        }
+        let one = size(&shape, NONZEROS_32GIB, 10, &c, &Target::planned(&c, 1, vram, Some(ram), None).unwrap());
+        assert_eq!((one.at_once, one.at_once_recorded), (s.at_once, s.at_once_recorded), "one host budget either way");
+        let text = s.to_string();
+        assert!(text.contains("planned host: 2 GPU(s) of 140.40 GiB, 251.00 GiB, this machine's cores"), "{text}");
+        assert!(text.contains("partition(s) synthesizing per device: the 2 devices share"), "{text}");
+        assert!(!one.to_string().contains("per device"), "{one}");
+
+        // Its cores are the synthesis workers where max_concurrency is "the cores".
+        c.synthesize.max_concurrency = 0;
+        let few = size(&shape, NONZEROS_32GIB, 10, &c, &Target::planned(&c, 2, vram, Some(ram), Some(1)).unwrap());
+        assert_eq!((few.max_concurrency, few.at_once), (1, 1), "{few}");
+        assert!(few.to_string().contains("1 cores"), "{few}");
+        assert!(Target::planned(&c, 2, vram, Some(ram), Some(0)).unwrap_err().contains("at least one core"));
+        assert!(Target::planned(&c, 0, vram, Some(ram), None).unwrap_err().contains("at least one GPU"));
+        let e = Target::planned(&c, 1, vram, Some(2 << 30), None).unwrap_err();
+        assert!(e.contains("leaves nothing after budget.host_safety_margin"), "{e}");
+        // A configured budget is taken as it is.
+        c.budget.host_memory = MemoryLimit::Bytes(ByteSize(100 << 30));
+        assert_eq!(Target::planned(&c, 2, vram, Some(ram), None).unwrap().host_budget, 100 << 30);
     }
 
     #[test]
     fn a_host_too_small_gets_an_error_naming_the_budget_and_the_shortfall() {
         let shape = porep_32gib();
         let (c, cpu) = cfg(60 << 30, 0);
-        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu);
         assert_eq!(s.at_once, 0);
         let e = s.check().unwrap_err();
         let short = s.params + s.partition - (60u64 << 30);
@@ -449,7 +576,7 @@ mod tests {
         assert!(s.to_string().contains("partitions synthesized at once: none"), "{s}");
         // Room for parameters and a partition but not the recording: plain synthesis.
         let (c, cpu) = cfg(s.params + s.partition + (1 << 30), 0);
-        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu).unwrap();
+        let s = size(&shape, NONZEROS_32GIB, 10, &c, &cpu);
         assert_eq!(s.at_once, 0);
         assert!(s.check().is_ok());
         assert!(s.to_string().contains("without the recording"), "{s}");
