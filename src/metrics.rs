@@ -358,7 +358,7 @@ pub fn render(snap: &EngineSnapshot) -> String {
     }
     if !snap.devices.is_empty() {
         type Get = fn(&cuzk_gpu::DeviceStats) -> u64;
-        let per_device: [(&str, &str, &str, Get); 8] = [
+        let per_device: [(&str, &str, &str, Get); 9] = [
             (
                 "cuzk_device_vram_budget_bytes",
                 "gauge",
@@ -390,6 +390,9 @@ pub fn render(snap: &EngineSnapshot) -> String {
                 "Partitions that hit a sticky CUDA error here and ran again elsewhere (another device or the CPU).",
                 |d| d.partitions_moved,
             ),
+            ("cuzk_device_calls_total", "counter", "Calls that held the device: partitions, parameter uploads.", |d| {
+                d.calls
+            }),
         ];
         for (name, kind, help, get) in per_device {
             family(&mut o, name, kind, help);
@@ -400,6 +403,15 @@ pub fn render(snap: &EngineSnapshot) -> String {
         family(&mut o, "cuzk_device_oom_errors_total", "counter", "Out-of-memory CUDA failures (each attempt).");
         for d in &snap.devices {
             let _ = writeln!(o, "cuzk_device_oom_errors_total{{device=\"{}\"}} {}", d.device, d.oom_errors);
+        }
+        family(
+            &mut o,
+            "cuzk_device_held_seconds_total",
+            "counter",
+            "Time calls held the device; its rate is the share of the wall the device was kept busy.",
+        );
+        for d in &snap.devices {
+            let _ = writeln!(o, "cuzk_device_held_seconds_total{{device=\"{}\"}} {}", d.device, d.held.as_secs_f64());
         }
         type GetDeadline = fn(&cuzk_gpu::gate::GateStats) -> String;
         let deadline: [(&str, &str, GetDeadline); 4] = [

@@ -53,6 +53,11 @@ fn partitions_go_to_both_devices_and_one_held_does_not_stall_the_other() {
         let out = job.wait_blocking().unwrap();
         assert!(common::verifies(&srs, &out.proofs[0], &c.public_inputs()));
     }
+    // Each device's calls and the time they held it are counted on that device
+    // (`cuzk_device_calls_total`, `cuzk_device_held_seconds_total`).
+    let stats = engine.devices();
+    assert_eq!(stats.iter().map(|d| d.calls as usize).collect::<Vec<_>>(), devs.executed(), "{stats:?}");
+    assert!(stats.iter().all(|d| d.held > Duration::ZERO), "{stats:?}");
     engine.shutdown();
 }
 

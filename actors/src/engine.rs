@@ -228,6 +228,12 @@ impl Engine {
         self.inner.backend_arc.pinned_stats()
     }
 
+    /// The backend's devices (VRAM, health, calls and the time they held each);
+    /// empty without a GPU.
+    pub fn devices(&self) -> Vec<cuzk_gpu::DeviceStats> {
+        self.inner.backend_arc.device_stats()
+    }
+
     /// The backend in use ("cpu" or "cuda").
     pub fn backend(&self) -> &'static str {
         self.inner.backend
@@ -343,7 +349,7 @@ impl Engine {
             host_budget: self.inner.host_ledger.snapshot(),
             jobs,
             pinned: self.pinned(),
-            devices: self.inner.backend_arc.device_stats(),
+            devices: self.devices(),
             precompiled_bytes: self.inner.recordings.bytes(),
             param_digests: self.inner.params.digests().outcomes(),
         }

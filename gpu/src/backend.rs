@@ -238,6 +238,11 @@ pub struct DeviceStats {
     /// Partitions that failed here with a sticky error and ran again elsewhere
     /// (another device, or the CPU when none was left).
     pub partitions_moved: u64,
+    /// Calls that held the device (a partition, a parameter upload), and how long
+    /// they held it in all: over a stream, held / wall is how busy each device was
+    /// kept (a deadline partition in the device's lane is not counted).
+    pub calls: u64,
+    pub held: std::time::Duration,
     /// Deadline partitions run beside the bulk work here, and the bulk work's
     /// stops for them (`gate.rs`).
     pub deadline: crate::gate::GateStats,

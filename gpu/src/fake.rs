@@ -198,12 +198,17 @@ impl Backend for FakeDevices {
 
     fn device_stats(&self) -> Vec<DeviceStats> {
         (0..self.shut.len())
-            .map(|i| DeviceStats {
-                device: i,
-                health: self.devices.health(i),
-                retired_reason: self.devices.retired_reason(i).map(str::to_owned),
-                partitions_moved: self.moved[i].load(Ordering::SeqCst) as u64,
-                ..Default::default()
+            .map(|i| {
+                let (calls, held) = self.devices.held_for(i);
+                DeviceStats {
+                    device: i,
+                    health: self.devices.health(i),
+                    retired_reason: self.devices.retired_reason(i).map(str::to_owned),
+                    partitions_moved: self.moved[i].load(Ordering::SeqCst) as u64,
+                    calls,
+                    held,
+                    ..Default::default()
+                }
             })
             .collect()
     }

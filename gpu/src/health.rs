@@ -19,10 +19,10 @@
 use std::{
     cell::Cell,
     sync::{
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         Condvar, Mutex, MutexGuard, OnceLock, TryLockError,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use crate::{
@@ -125,6 +125,16 @@ struct Slot<T> {
     state: Mutex<T>,
     /// Set once, when the device is retired: why.
     retired: OnceLock<String>,
+    held: Held,
+}
+
+/// How often and how long a device was held by a call (a partition, a parameter
+/// upload): with several devices, the share of the wall each was held says which
+/// one waits for work (docs/gpu.md).
+#[derive(Default)]
+struct Held {
+    calls: AtomicU64,
+    ns: AtomicU64,
 }
 
 /// The devices of a backend, by index; work is handed only to healthy ones.
@@ -149,6 +159,8 @@ pub(crate) struct DeviceGuard<'a, T> {
     guard: Option<MutexGuard<'a, T>>,
     _call: CallGuard<'a>,
     freed: &'a Condvar,
+    held: &'a Held,
+    since: Instant,
 }
 
 impl<T> std::ops::Deref for DeviceGuard<'_, T> {
@@ -166,6 +178,8 @@ impl<T> std::ops::DerefMut for DeviceGuard<'_, T> {
 
 impl<T> Drop for DeviceGuard<'_, T> {
     fn drop(&mut self) {
+        self.held.calls.fetch_add(1, Ordering::Relaxed);
+        self.held.ns.fetch_add(u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
         drop(self.guard.take());
         self.freed.notify_all();
     }
@@ -196,8 +210,10 @@ impl<T> Devices<T> {
     /// Devices whose calls may take up to `limit` each before the device is
     /// found hung ([`Devices::watch`] says which are).
     pub(crate) fn watched(states: impl IntoIterator<Item = T>, limit: Option<Duration>) -> Self {
-        let slots: Vec<Slot<T>> =
-            states.into_iter().map(|s| Slot { state: Mutex::new(s), retired: OnceLock::new() }).collect();
+        let slots: Vec<Slot<T>> = states
+            .into_iter()
+            .map(|s| Slot { state: Mutex::new(s), retired: OnceLock::new(), held: Held::default() })
+            .collect();
         let watch = std::sync::Arc::new(DeviceWatch::new(slots.len(), limit));
         Devices { slots, watch, next: AtomicUsize::new(0), urgent: Mutex::new(0), freed: Condvar::new() }
     }
@@ -208,7 +224,19 @@ impl<T> Devices<T> {
     }
 
     fn held<'a>(&'a self, i: usize, g: MutexGuard<'a, T>) -> DeviceGuard<'a, T> {
-        DeviceGuard { guard: Some(g), _call: self.watch.begin(i), freed: &self.freed }
+        DeviceGuard {
+            guard: Some(g),
+            _call: self.watch.begin(i),
+            freed: &self.freed,
+            held: &self.slots[i].held,
+            since: Instant::now(),
+        }
+    }
+
+    /// Calls that held device `i` (each ended), and how long they held it in all.
+    pub(crate) fn held_for(&self, i: usize) -> (u64, Duration) {
+        let h = &self.slots[i].held;
+        (h.calls.load(Ordering::Relaxed), Duration::from_nanos(h.ns.load(Ordering::Relaxed)))
     }
 
     pub(crate) fn health(&self, i: usize) -> DeviceHealth {
@@ -394,6 +422,25 @@ mod tests {
 
     fn cuda(code: i32) -> GpuError {
         GpuError::Cuda { op: "execute", device: 0, code, msg: "test".into(), out_of_memory: code.abs() == 2 }
+    }
+
+    /// Each call that held a device is counted with the time it held it, on that
+    /// device only; a device taken for a look and not held counts nothing.
+    #[test]
+    fn a_device_held_by_calls_counts_them_and_their_time() {
+        let d = Devices::new([(), ()]);
+        for _ in 0..2 {
+            let (i, g) = d.acquire(Some(1), false).unwrap();
+            assert_eq!(i, 1);
+            std::thread::sleep(Duration::from_millis(20));
+            drop(g);
+        }
+        let (calls, held) = d.held_for(1);
+        assert_eq!(calls, 2);
+        assert!(held >= Duration::from_millis(40), "{held:?}");
+        assert_eq!(d.held_for(0), (0, Duration::ZERO));
+        assert!(d.is_free(0));
+        assert_eq!(d.held_for(0).0, 0, "a glance holds nothing");
     }
 
     #[test]

@@ -311,6 +311,7 @@ fn pipeline(
     }
     let _ = submitter.join();
     let pinned = engine.pinned();
+    let devices = engine.devices();
     engine.shutdown();
     result?;
     println!(
@@ -318,7 +319,7 @@ fn pipeline(
         engine.backend(),
         run.proofs[0].len()
     );
-    report_stages(t, count, &busy, &ops, pinned);
+    report_stages(t, count, &busy, &ops, pinned, &devices);
     Ok(run)
 }
 
@@ -349,8 +350,16 @@ fn submit_all(
     (submitter, rx)
 }
 
-/// The pipeline's report: busy time per stage, operations per proof, the pinned pool.
-fn report_stages(t: Instant, count: usize, busy: &[Duration], ops: &JobTimings, pinned: Option<PinnedStats>) {
+/// The pipeline's report: busy time per stage and per device, operations per
+/// proof, the pinned pool.
+fn report_stages(
+    t: Instant,
+    count: usize,
+    busy: &[Duration],
+    ops: &JobTimings,
+    pinned: Option<PinnedStats>,
+    devices: &[cuzk::gpu::DeviceStats],
+) {
     // Busy time per stage over the run, as a share of the wall time: a stage near
     // its worker count x 100% is the one that limits the stream.
     let wall = t.elapsed().as_secs_f64();
@@ -359,6 +368,15 @@ fn report_stages(t: Instant, count: usize, busy: &[Duration], ops: &JobTimings, 
         .map(|s| format!("{} {:.0}%", s.as_str(), 100.0 * busy[s.index()].as_secs_f64() / wall))
         .collect();
     println!("stage busy / wall: {}", shares.join(", "));
+    // Each device's share of the wall held by a call: with several, one well
+    // under the others waits for work rather than limiting the stream.
+    if !devices.is_empty() {
+        let held: Vec<String> = devices
+            .iter()
+            .map(|d| format!("{} {:.0}% ({} calls)", d.device, 100.0 * d.held.as_secs_f64() / wall, d.calls))
+            .collect();
+        println!("device held / wall: {}", held.join(", "));
+    }
     // Operations summed over the run (synthesis kind, each MSM, ...), per proof.
     let per: Vec<String> =
         ops.ops.iter().map(|(n, d)| format!("{n} {:.0} ms", d.as_secs_f64() * 1e3 / count as f64)).collect();

@@ -201,6 +201,7 @@ impl Backend for CudaBackend {
             .enumerate()
             .map(|(i, d)| {
                 let c = &d.counters;
+                let (calls, held) = self.slots.held_for(i);
                 DeviceStats {
                     device: i,
                     vram_budget: d.budget,
@@ -215,6 +216,8 @@ impl Backend for CudaBackend {
                     health: self.slots.health(i),
                     retired_reason: self.slots.retired_reason(i).map(str::to_owned),
                     partitions_moved: c.moved.load(Ordering::Relaxed),
+                    calls,
+                    held,
                     deadline: d.gate.stats(),
                 }
             })
