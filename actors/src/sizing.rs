@@ -84,20 +84,24 @@ impl Target {
         if cores == Some(0) {
             return Err("a planned host needs at least one core (--cores 1 or more)".into());
         }
-        let host_budget = match (cfg.budget.host_memory, host_memory) {
-            (MemoryLimit::Bytes(b), _) => b.0,
-            (MemoryLimit::Auto, None) => cfg.budget.host_bytes()?.saturating_sub(cfg.backend.pinned_memory.0),
-            (MemoryLimit::Auto, Some(ram)) => ram
-                .checked_sub(cfg.budget.host_safety_margin.0 + cfg.backend.pinned_memory.0)
-                .filter(|b| *b > 0)
-                .ok_or_else(|| {
+        let budget = &cfg.budget;
+        let pinned = cfg.backend.pinned_memory.0;
+        let host_budget = match host_memory {
+            None => budget.less_pinned(budget.host_bytes()?, pinned),
+            Some(ram) => {
+                let bytes = match budget.host_memory {
+                    MemoryLimit::Bytes(b) => Some(b.0),
+                    MemoryLimit::Auto => budget.auto_bytes_of(ram),
+                };
+                bytes.map(|b| budget.less_pinned(b, pinned)).filter(|b| *b > 0).ok_or_else(|| {
                     format!(
                         "a planned host of {} leaves nothing after budget.host_safety_margin {} and backend.pinned_memory {}",
                         ByteSize(ram),
-                        cfg.budget.host_safety_margin,
+                        budget.host_safety_margin,
                         cfg.backend.pinned_memory
                     )
-                })?,
+                })?
+            }
         };
         let ram = host_memory.map_or_else(|| "this machine's RAM".to_string(), |b| ByteSize(b).to_string());
         let cpus = cores.map_or_else(|| "this machine's cores".to_string(), |n| format!("{n} cores"));

@@ -40,6 +40,26 @@ impl BudgetConfig {
         }
     }
 
+    /// What "auto" gives a machine with `total` bytes of memory: the total less
+    /// `host_safety_margin`; `None` when that leaves nothing. The one rule for this
+    /// machine ([`Self::host_bytes`]) and for a planned one (`cuzk size --host-memory`).
+    #[must_use]
+    pub fn auto_bytes_of(&self, total: u64) -> Option<u64> {
+        total.checked_sub(self.host_safety_margin.0).filter(|b| *b > 0)
+    }
+
+    /// What the budget's ledger gets of `bytes` (from [`Self::host_bytes`] or
+    /// [`Self::auto_bytes_of`]) when the GPU backend pins `pinned` bytes: "auto" leaves
+    /// the pinned pool out (it is host memory the ledger cannot lend); a number is
+    /// the operator's own and stays as given.
+    #[must_use]
+    pub fn less_pinned(&self, bytes: u64, pinned: u64) -> u64 {
+        match self.host_memory {
+            MemoryLimit::Auto => bytes.saturating_sub(pinned),
+            MemoryLimit::Bytes(_) => bytes,
+        }
+    }
+
     /// The host budget in bytes, resolving "auto" with the machine's total memory.
     ///
     /// # Errors
@@ -52,7 +72,7 @@ impl BudgetConfig {
                     .map_err(|e| format!("budget.host_memory = \"auto\": cannot read system memory: {e}"))?;
                 sys.refresh_memory();
                 let total = sys.total_memory();
-                total.checked_sub(self.host_safety_margin.0).filter(|b| *b > 0).ok_or_else(|| {
+                self.auto_bytes_of(total).ok_or_else(|| {
                     format!(
                         "budget.host_memory = \"auto\": total memory {} is not above budget.host_safety_margin {}",
                         ByteSize(total),
@@ -61,5 +81,24 @@ impl BudgetConfig {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_is_memory_less_the_margin_and_the_pinned_pool() {
+        let auto = BudgetConfig { host_safety_margin: ByteSize(4 << 30), ..BudgetConfig::default() };
+        assert_eq!(auto.host_memory, MemoryLimit::Auto);
+        assert_eq!(auto.auto_bytes_of(128 << 30), Some(124 << 30));
+        assert_eq!(auto.auto_bytes_of(4 << 30), None, "nothing left after the margin");
+        assert_eq!(auto.less_pinned(124 << 30, 8 << 30), 116 << 30);
+        assert_eq!(auto.less_pinned(4 << 30, 8 << 30), 0);
+        // A number is the operator's own: the pinned pool is not taken from it.
+        let fixed = BudgetConfig { host_memory: MemoryLimit::Bytes(ByteSize(100 << 30)), ..auto };
+        assert_eq!(fixed.less_pinned(100 << 30, 8 << 30), 100 << 30);
+        assert_eq!(fixed.host_bytes(), Ok(100 << 30));
     }
 }

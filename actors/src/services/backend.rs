@@ -14,7 +14,7 @@ use tracing::info;
 
 use crate::{
     budget::BudgetConfig,
-    ground::{ByteSize, EngineError, MemoryLimit},
+    ground::{ByteSize, EngineError},
 };
 
 /// Which implementation runs the StagePcie and ProveGpu stages.
@@ -98,11 +98,7 @@ impl SelectedBackend {
     /// # Errors
     /// When the machine's memory cannot be read for "auto".
     pub fn host_budget(&self, budget: &BudgetConfig) -> Result<u64, String> {
-        let bytes = budget.host_bytes()?;
-        Ok(match budget.host_memory {
-            MemoryLimit::Auto => bytes.saturating_sub(self.pinned_bytes),
-            MemoryLimit::Bytes(_) => bytes,
-        })
+        Ok(budget.less_pinned(budget.host_bytes()?, self.pinned_bytes))
     }
 }
 
