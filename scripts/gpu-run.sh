@@ -25,6 +25,7 @@
 #   SnapDeals proofs checked by filecoin-proofs' verifiers) and "deadline" (`cuzk
 #   bench deadline`: WinningPoSt / WindowPoSt-partition latency alone and under a
 #   2KiB PoRep stream; DEADLINE_COUNT=20, DEADLINE_LOAD=32 PoRep jobs in flight),
+#   "kernels" (`cuzk bench kernels`: H-MSM and NTT timings, KERNELS_LOG2, below),
 #   "synth" (examples/synth_bench: synthesis CPU per partition, generic vs native,
 #   below), "soak" (tests/soak.rs on this host's backend, SOAK_JOBS=1000 jobs; built
 #   with GPU_TESTS="... soak" in gpu-dist.sh)
@@ -103,6 +104,17 @@ if [[ " $PHASES " == *" deadline "* ]]; then
     say "bench deadline rc=$? ($(( $(date +%s) - t )) s)"
     grep -E '^(backend|phase|alone|under|WinningPoSt|WindowPoSt partition)' "$OUT/deadline.log" | tee -a "$summary"
 fi
+if [[ " $PHASES " == *" kernels "* ]]; then
+    # `cuzk bench kernels`: H's MSM (one call, as supraseal-c2 runs it, and calls of
+    # 2^C points for C in KERNELS_CHUNKS, as the engine's yield points cut it) and
+    # the NTT phase at KERNELS_LOG2, each alone on device 0, every MSM sum checked.
+    t=$(date +%s)
+    timeout "${KERNELS_TIMEOUT:-500}" "$D/cuzk" bench kernels --on cuda --log2 "${KERNELS_LOG2:-20,22,24,26,27}" \
+        --chunk-log2 "${KERNELS_CHUNKS:-22,23,24,25}" --reps "${KERNELS_REPS:-3}" > "$OUT/kernels.log" 2>&1
+    say "bench kernels rc=$? ($(( $(date +%s) - t )) s)"
+    grep -v ' INFO ' "$OUT/kernels.log" | tee -a "$summary"
+fi
+
 if [[ " $PHASES " == *" deadlinefull "* ]]; then
     # Deadline proofs under a full-size PoRep load from a cold engine (`cuzk bench
     # deadline --load-sector-size`): DLF_SIZE=32GiB, DLF_PROOFS=5 load proofs of which

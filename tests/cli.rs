@@ -134,6 +134,27 @@ fn size_answers_for_a_planned_two_gpu_host() {
     assert!(!ok && err.contains("leaves nothing after budget.host_safety_margin"), "{err}");
 }
 
+/// `bench kernels --on cpu`: the H-MSM as one call and in chunks, every sum checked
+/// against the timing points' discrete logarithms, and the NTT; bad flags refused.
+#[test]
+fn bench_kernels_times_and_checks_the_msm_on_the_cpu() {
+    let (ok, out, err) =
+        run(cuzk().args(["bench", "kernels", "--on", "cpu", "--log2", "11", "--chunk-log2", "9", "--reps", "2"]));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("kernels on the CPU, 2 repetitions each"), "{out}");
+    let row = |name: &str| {
+        out.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("no {name} row: {out}")).to_string()
+    };
+    assert!(row("msm_h one call").ends_with("ok"), "{out}");
+    let chunks = row("msm_h chunks of 2^9");
+    assert!(chunks.ends_with("ok") && chunks.split_whitespace().nth(5) == Some("4"), "2047 points in 4 calls: {out}");
+    assert!(row("ntt forward").starts_with("  11"), "{out}");
+    let (ok, _, err) = run(cuzk().args(["bench", "kernels", "--on", "cpu", "--log2", "40"]));
+    assert!(!ok && err.contains("log2 40 is outside 1..=32"), "{err}");
+    let (ok, _, err) = run(cuzk().args(["bench", "kernels", "--on", "cpu", "--reps", "0"]));
+    assert!(!ok && err.contains("--reps must be at least 1"), "{err}");
+}
+
 /// `prove --grid-synth … --grid-jobs …` (the budget grid, docs/benchmarks.md): every
 /// setting of synthesis workers × jobs in flight runs on one engine per worker count,
 /// synthesizes no more partitions at once than its worker count, and after each

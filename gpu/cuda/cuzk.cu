@@ -22,6 +22,7 @@ typedef fr_t scalar_t;
 #define SPPARK_DONT_INSTANTIATE_TEMPLATES
 #include <msm/pippenger.cuh>
 #include <ntt/ntt.cuh>
+#include "msm_yield.cuh"
 
 #include <chrono>
 #include <exception>
@@ -31,6 +32,8 @@ typedef fr_t scalar_t;
 
 typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_g1_t;
 typedef msm_t<bucket_fp2_t, point_fp2_t, affine_fp2_t, scalar_t> msm_g2_t;
+// H's MSM over resident points: one call, a yield point between its batches.
+typedef msm_yield_t<bucket_t, point_t, affine_t, scalar_t> msm_h_t;
 
 // ~msm_t synchronizes the device and throws when that fails, and an exception out of
 // a destructor ends the process (std::terminate). After a sticky error (an illegal
@@ -138,13 +141,14 @@ extern "C" RustError cuzk_gpu_info(size_t id, cuzk_gpu_info* out)
 // Parameter points resident on one device: one MSM object per vector, built once,
 // reused for every partition. The points are held here and passed to their MSM
 // objects per call: the bit sums (cuzk_execute) address L, A and B's, and H's MSM
-// runs in chunks over slices of its points (yield points between them).
+// runs as one call with a yield point between its batches (msm_yield.cuh).
 typedef affine_t::mem_t affine_h;
 typedef affine_fp2_t::mem_t affine_fp2_h;
 
 struct cuzk_srs {
     int dev;
-    msm_box<msm_g1_t> h, l, a, b1;
+    msm_box<msm_h_t> h;
+    msm_box<msm_g1_t> l, a, b1;
     msm_box<msm_g2_t> b2;
     affine_h *ph = nullptr, *pl = nullptr, *pa = nullptr, *pb1 = nullptr;
     affine_fp2_h* pb2 = nullptr;
@@ -852,11 +856,6 @@ static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
 
 // `staged`: the inputs were uploaded into `st` ahead (StagePcie) rather than just
 // before, by this partition's execution.
-// Points per H-MSM call over resident points, a yield point between calls: the
-// longest a deadline partition waits for H (~0.35 s at 2^27 on the H200). sppark
-// already runs a 2^27 MSM as 8 batches of 2^24 (window 18); 2^25 points a call
-// keeps its batches and window, adding a non-overlapped first batch per call.
-static const size_t H_CHUNK = (size_t)1 << 25;
 
 // `gate`: the device's yield points, for bulk work; null for deadline work.
 static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* srs,
@@ -951,6 +950,8 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         CUDA_OK(cudaEventElapsedTime(&evms, e0, e1));
         out->ms[8] = evms;
         trace(gpu, "a, b, c on the device");
+        // Nothing of ours is queued (e1 is done; the NTT streams only wait for it).
+        hold.checkpoint();
     }
 
     // Coefficients (iNTT, natural in, bit-reversed out) and evaluations on the coset
@@ -963,6 +964,15 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         trace(gpu, "intt");
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
         trace(gpu, "coset ntt");
+        // Bulk work: a yield point after each array's pair (~90 ms at 2^27 on an
+        // H100) instead of one after the whole phase (~0.33 s, with a, b, c ~0.42 s).
+        // The three streams' transforms are memory-bound and do not overlap anyway
+        // (`cuzk bench kernels` times the phase at the sum of its transforms), so the
+        // syncs cost nothing measurable. Deadline work (no gate) keeps the streams.
+        if (gate.fn && gate.ctx) {
+            s.sync();
+            hold.checkpoint();
+        }
     }
 
     event_t ev_b, ev_c;
@@ -994,15 +1004,13 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         if (N > 1) {
             RustError err{cudaSuccess};
             if (srs && srs->h) {
-                for (size_t off = 0; off < N - 1; off += H_CHUNK) {
-                    size_t len = std::min(H_CHUNK, N - 1 - off);
-                    point_t part;
-                    err = srs->h->invoke(part, dev_ptr_t<affine_t>((affine_t*)(srs->ph + off)), len,
-                                         dev_ptr_t<fr_t>(d_a + off), true);
-                    if (err.code != cudaSuccess) break;
-                    out->h.add(part);
-                    if (off + len < N - 1) hh.checkpoint();
-                }
+                // One call; bulk work yields between sppark's batches (2^24 points
+                // at 2^27: ~0.14 s each on an H100). Calls of 2^25 points, the way
+                // before 2026-12-06, cost H 5.2% more (`cuzk bench kernels`).
+                std::function<void()> between;
+                if (gate.fn && gate.ctx) between = [&] { hh.checkpoint(); };
+                err = srs->h->invoke(out->h, dev_ptr_t<affine_t>((affine_t*)srs->ph), N - 1,
+                                     dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), between);
             } else {
                 msm_box<msm_g1_t> msm{new msm_g1_t(nullptr, N - 1, sizeof(affine_t), gpu.id())};
                 err = msm->invoke(out->h, in->h_pts, N - 1, dev_ptr_t<fr_t>(d_a), true);
@@ -1125,6 +1133,128 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* s
         (void)cudaStreamSynchronize(st->copy);
         try { gpu.sync(); } catch (...) {}
         throw;
+    }
+    CUZK_CATCH
+}
+
+// ---------------------------------------------------------------- kernel benchmark
+
+// `cuzk bench kernels` (gpu/src/kernels.rs): H's MSM and the NTT phase of a
+// partition, each alone on the device, timed on the host around calls that return
+// synchronized. The MSM runs over device-resident points and Montgomery-form
+// scalars, as a partition's H does; once per entry of `chunks`: 0 is the engine's
+// H (msm_yield_t, one call; `yields[c]` counts its yield points, no gate here);
+// otherwise sppark's msm_t in calls of that many points each (n or more: one
+// call over all points, which is how supraseal-c2's prover runs it for H).
+// `ms[c * reps + r]`, `out[c]`: the time of repetition r and the sum, for entry c.
+extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t* scalars, size_t n,
+                                    const size_t* chunks, size_t nchunks, uint32_t reps,
+                                    double* ms, point_t* out, size_t* yields)
+{
+    CUZK_TRY
+    if (n == 0 || reps == 0)
+        throw cuda_error(cudaErrorInvalidValue, std::string("no points or no repetitions"));
+    const gpu_t& gpu = select_gpu((int)dev);
+    affine_h* d_pts = nullptr;
+    CUDA_OK(cudaMalloc(&d_pts, n * sizeof(affine_h)));
+    struct freer { void* p; ~freer() { (void)cudaFree(p); } } own{d_pts};
+    for (size_t off = 0; off < n; off += SRS_UPLOAD_CHUNK)
+        gpu[0].HtoD(d_pts + off, pts + off, std::min(SRS_UPLOAD_CHUNK, n - off), sizeof(affine_t));
+    dev_ptr_t<fr_t> d_s{n, gpu[0]};
+    gpu[0].HtoD(&d_s[0], scalars, n);
+    gpu[0].sync();
+    // Sized for all n points, as a resident set's H object is.
+    msm_box<msm_g1_t> msm{new msm_g1_t(nullptr, n, sizeof(affine_t), (int)dev)};
+    msm_box<msm_h_t> engine{new msm_h_t(nullptr, n, sizeof(affine_t), (int)dev)};
+    for (size_t c = 0; c < nchunks; c++) {
+        size_t chunk = std::max<size_t>(std::min(chunks[c], n), 1);
+        yields[c] = 0;
+        for (uint32_t r = 0; r < reps; r++) {
+            auto t = std::chrono::steady_clock::now();
+            point_t acc;
+            acc.inf();
+            if (chunks[c] == 0) {
+                size_t y = 0;
+                RustError err = engine->invoke(acc, dev_ptr_t<affine_t>((affine_t*)d_pts), n,
+                                               dev_ptr_t<fr_t>(&d_s[0]), true, sizeof(affine_t),
+                                               [&] { y++; });
+                if (err.code != cudaSuccess) {
+                    std::string m = err.message ? err.message : "MSM failed";
+                    free(err.message);
+                    throw cuda_error(err.code, m);
+                }
+                yields[c] = y;
+                chunk = n;
+            }
+            for (size_t off = 0; chunks[c] != 0 && off < n; off += chunk) {
+                size_t len = std::min(chunk, n - off);
+                point_t part;
+                RustError err = msm->invoke(part, dev_ptr_t<affine_t>((affine_t*)(d_pts + off)), len,
+                                            dev_ptr_t<fr_t>(&d_s[off]), true);
+                if (err.code != cudaSuccess) {
+                    std::string m = err.message ? err.message : "MSM failed";
+                    free(err.message);
+                    throw cuda_error(err.code, m);
+                }
+                acc.add(part);
+            }
+            ms[c * reps + r] = ms_since(t);
+            out[c] = acc;
+        }
+    }
+    CUZK_CATCH
+}
+
+// The NTT phase of a partition over 2^lg values (a, b and c all start as
+// `values`, which holds 2^lg scalars): per repetition r, ms[4r..4r+4] = one iNTT
+// (natural in, bit-reversed out), one coset NTT (bit-reversed in, natural out),
+// one coset iNTT (natural in and out), each alone on one stream, then the whole
+// phase as execute_partition runs it (three arrays on three streams, H on the
+// coset, the coset iNTT). Timing only: the transforms' results are checked by the
+// proof tests, not here.
+extern "C" RustError cuzk_bench_ntt(size_t dev, const fr_t* values, uint32_t lg, uint32_t reps, double* ms)
+{
+    CUZK_TRY
+    if (reps == 0)
+        throw cuda_error(cudaErrorInvalidValue, std::string("no repetitions"));
+    const gpu_t& gpu = select_gpu((int)dev);
+    const size_t N = (size_t)1 << lg;
+    dev_ptr_t<fr_t> d{3 * N, gpu[0]};
+    fr_t* dv[3] = {&d[0], &d[N], &d[2 * N]};
+    fr_t z;
+    memset((void*)&z, 0, sizeof(z));
+    for (uint32_t r = 0; r < reps; r++) {
+        for (int k = 0; k < 3; k++) gpu[0].HtoD(dv[k], values, N);
+        gpu[0].sync();
+        auto t = std::chrono::steady_clock::now();
+        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
+        gpu[0].sync();
+        ms[4 * r] = ms_since(t);
+        t = std::chrono::steady_clock::now();
+        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
+        gpu[0].sync();
+        ms[4 * r + 1] = ms_since(t);
+        t = std::chrono::steady_clock::now();
+        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
+        gpu[0].sync();
+        ms[4 * r + 2] = ms_since(t);
+        gpu[0].HtoD(dv[0], values, N);
+        gpu[0].sync();
+        t = std::chrono::steady_clock::now();
+        for (int k = 0; k < 3; k++) {
+            NTT::Base_dev_ptr(gpu[k], dv[k], lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
+            NTT::Base_dev_ptr(gpu[k], dv[k], lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
+        }
+        event_t ev_b, ev_c;
+        ev_b.record(gpu[1]);
+        ev_c.record(gpu[2]);
+        ev_b.wait(gpu[0]);
+        ev_c.wait(gpu[0]);
+        h_on_coset<<<gpu.sm_count() * 4, 256, 0, gpu[0]>>>(dv[0], dv[1], dv[2], z, N);
+        CUDA_OK(cudaGetLastError());
+        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
+        gpu.sync();
+        ms[4 * r + 3] = ms_since(t);
     }
     CUZK_CATCH
 }

@@ -237,6 +237,20 @@ pub(crate) mod cuda {
         pub fn cuzk_device_trim(dev: usize) -> sppark::Error;
         pub fn cuzk_device_synchronize(dev: usize) -> sppark::Error;
         pub fn cuzk_test_illegal_address(dev: usize) -> sppark::Error;
+        #[allow(clippy::too_many_arguments)]
+        pub fn cuzk_bench_msm(
+            dev: usize,
+            pts: *const G1Affine,
+            scalars: *const Scalar,
+            n: usize,
+            chunks: *const usize,
+            nchunks: usize,
+            reps: u32,
+            ms: *mut f64,
+            out: *mut blst_p1,
+            yields: *mut usize,
+        ) -> sppark::Error;
+        pub fn cuzk_bench_ntt(dev: usize, values: *const Scalar, lg: u32, reps: u32, ms: *mut f64) -> sppark::Error;
     }
 
     pub fn check(e: sppark::Error) -> Result<(), (i32, String)> {
@@ -284,6 +298,49 @@ pub(crate) mod cuda {
         // SAFETY: as for `warmup`; the invalid access happens on the device, where
         // it is caught and reported as an error, not in this process's memory.
         check(unsafe { cuzk_test_illegal_address(dev) })
+    }
+
+    /// `cuzk_bench_msm`: per entry of `chunks` (0: the engine's H), the time of each
+    /// repetition, the MSM's result and the yield points it passed.
+    pub fn bench_msm(
+        dev: usize,
+        pts: &[G1Affine],
+        scalars: &[Scalar],
+        chunks: &[usize],
+        reps: u32,
+    ) -> Result<Vec<(Vec<f64>, blst_p1, usize)>, (i32, String)> {
+        assert_eq!(pts.len(), scalars.len(), "one scalar per point");
+        let mut ms = vec![0f64; chunks.len() * reps as usize];
+        let mut out = vec![blst_p1::default(); chunks.len()];
+        let mut yields = vec![0usize; chunks.len()];
+        // SAFETY: the slices are valid for their lengths for the call; `ms`, `out` and
+        // `yields` have the lengths the C side writes (chunks × reps, chunks, chunks). G1Affine and
+        // Scalar are #[repr(transparent)] over blst's types, sppark's host layout.
+        check(unsafe {
+            cuzk_bench_msm(
+                dev,
+                pts.as_ptr(),
+                scalars.as_ptr(),
+                pts.len(),
+                chunks.as_ptr(),
+                chunks.len(),
+                reps,
+                ms.as_mut_ptr(),
+                out.as_mut_ptr(),
+                yields.as_mut_ptr(),
+            )
+        })?;
+        Ok(ms.chunks(reps as usize).zip(out).zip(yields).map(|((m, o), y)| (m.to_vec(), o, y)).collect())
+    }
+
+    /// `cuzk_bench_ntt`: per repetition, the iNTT, coset NTT, coset iNTT and whole
+    /// NTT phase times (ms) over 2^lg values.
+    pub fn bench_ntt(dev: usize, values: &[Scalar], reps: u32) -> Result<Vec<[f64; 4]>, (i32, String)> {
+        assert!(values.len().is_power_of_two(), "a power of two of values");
+        let mut ms = vec![0f64; 4 * reps as usize];
+        // SAFETY: `values` holds 2^lg scalars, `ms` 4 × reps slots, for the call.
+        check(unsafe { cuzk_bench_ntt(dev, values.as_ptr(), values.len().trailing_zeros(), reps, ms.as_mut_ptr()) })?;
+        Ok(ms.chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
     }
 
     pub fn info(id: usize) -> Result<GpuInfo, (i32, String)> {

@@ -28,6 +28,7 @@ pub mod fake;
 mod ffi;
 pub mod gate;
 mod health;
+pub mod kernels;
 pub mod pinned;
 pub mod sizing;
 mod split;

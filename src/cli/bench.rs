@@ -42,6 +42,9 @@ enum BenchSub {
     /// WinningPoSt and WindowPoSt-partition latency (p50/p99), alone and under a
     /// saturating 2KiB PoRep stream, on this host's backend.
     Deadline(super::deadline::DeadlineArgs),
+    /// H's MSM and the NTT phase of a partition at domains of 2^k, each alone on a
+    /// device (or the CPU), every MSM sum checked; single call against cuzk's chunks.
+    Kernels(super::kernels::KernelsArgs),
 }
 
 #[derive(Args)]
@@ -155,7 +158,7 @@ struct BenchResult {
     proofs_digest: String,
 }
 
-/// `cuzk bench [batch|sweep]`; `config` is the `--config` file, passed on to the
+/// `cuzk bench [batch|sweep|deadline|kernels]`; `config` is the `--config` file, passed on to the
 /// child processes of `--compare`.
 pub fn run(cfg: &Config, config: Option<&Path>, b: BenchCmd) -> Result<ExitCode> {
     match b {
@@ -163,6 +166,7 @@ pub fn run(cfg: &Config, config: Option<&Path>, b: BenchCmd) -> Result<ExitCode>
         BenchCmd { sub: Some(BenchSub::Batch(a)), .. } => batch(a),
         BenchCmd { sub: Some(BenchSub::Sweep(a)), .. } => sweep(cfg, a),
         BenchCmd { sub: Some(BenchSub::Deadline(a)), .. } => super::deadline::run(cfg, a),
+        BenchCmd { sub: Some(BenchSub::Kernels(a)), .. } => super::kernels::run(a),
     }
 }
 

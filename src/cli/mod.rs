@@ -9,6 +9,7 @@ mod deadline_full;
 mod gen_c1;
 mod gen_vanilla;
 mod grid;
+mod kernels;
 mod prove;
 mod size;
 mod srs;

@@ -24,4 +24,4 @@ pub use error::SrsError;
 pub use file::{KeyHeader, LoadOptions};
 pub use generate::{generate_bellperson, generate_random};
 pub use key::ProvingKey;
-pub use timing::{generate_timing, timing_msm_dlog, TimingVector};
+pub use timing::{generate_timing, timing_g1, timing_msm_dlog, TimingVector};

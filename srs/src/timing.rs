@@ -139,6 +139,14 @@ pub fn timing_msm_dlog(seed: u64, v: TimingVector, scalars: &[Scalar]) -> Scalar
         .reduce(|| Scalar::ZERO, |a, b| a + b)
 }
 
+/// The first `n` G1 points of vector `v` of `generate_timing(_, seed)` (for
+/// `cuzk bench kernels`: MSM inputs whose results [`timing_msm_dlog`] checks).
+/// `v` must be a G1 vector (not [`TimingVector::BG2`]).
+pub fn timing_g1(n: usize, seed: u64, v: TimingVector) -> Vec<G1Affine> {
+    assert_ne!(v, TimingVector::BG2, "B_G2 is a G2 vector");
+    chain::<G1Projective>(n, seed, v as u64)
+}
+
 /// TEST-ONLY timing parameters for a circuit of `shape` (see the module docs):
 /// `check_shape(shape)` passes, proofs never verify. Deterministic in `seed`.
 pub fn generate_timing(shape: &CircuitShape, seed: u64) -> ProvingKey {
@@ -191,6 +199,7 @@ mod tests {
         assert_eq!(G1Projective::from(k.l[0]), first, "a chain starts at its seeded multiple");
         assert_ne!(k.h[0], k.l[0], "vectors start at unrelated multiples");
         assert_eq!(generate_timing(&shape, 9).l[CHUNK + 7], k.l[CHUNK + 7], "deterministic in the seed");
+        assert_eq!(timing_g1(CHUNK + 9, 9, TimingVector::L)[..], k.l[..CHUNK + 9], "a vector's first points alone");
         assert_ne!(generate_timing(&shape, 10).l[0], k.l[0]);
     }
 

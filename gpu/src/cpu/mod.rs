@@ -9,6 +9,7 @@ use cuzk_srs::ProvingKey;
 use rayon::prelude::*;
 
 pub use msm::{msm_g1, msm_g1_scalars, msm_g1_split, msm_g2, msm_g2_scalars, msm_g2_split};
+pub(crate) use ntt::omega;
 pub use ntt::{compute_h, ntt};
 
 use crate::{Backend, Evals, GpuError, HostPartition, MsmResults, MsmScalars, UploadedPartition};

@@ -1,0 +1,423 @@
+// Copyright Supranational LLC
+// Licensed under the Apache License, Version 2.0, see LICENSE for details.
+// SPDX-License-Identifier: Apache-2.0
+//
+// sppark 0.1.16's msm_t (sppark/msm/pippenger.cuh), renamed msm_yield_t, with one
+// change: invoke() takes `between`, called between two of its batches (2^24 points
+// each at 2^27) once nothing of the call is queued on the device. The engine's H-MSM
+// runs as one call with a yield point there, instead of several calls (each paying
+// its own first batch's digits, bucket integration and window sums: +5.2% at 2^27 in
+// 2^25-point calls on an H100, `cuzk bench kernels`; docs/gpu.md). The kernels are
+// sppark's own, from pippenger.cuh, which must be included first. Keep in step with
+// the sppark version pinned in gpu/Cargo.toml.
+
+#ifndef CUZK_MSM_YIELD_CUH
+#define CUZK_MSM_YIELD_CUH
+
+#include <functional>
+
+template<class bucket_t, class point_t, class affine_t, class scalar_t,
+         class affine_h = class affine_t::mem_t,
+         class bucket_h = class bucket_t::mem_t>
+class msm_yield_t {
+    const gpu_t& gpu;
+    size_t npoints;
+    uint32_t wbits, nwins;
+    bucket_h *d_buckets;
+    affine_h *d_points;
+    scalar_t *d_scalars;
+    vec2d_t<uint32_t> d_hist;
+
+    template<typename T> using vec_t = slice_t<T>;
+
+    class result_t {
+        bucket_t ret[MSM_NTHREADS/bucket_t::degree][2];
+    public:
+        result_t() {}
+        inline operator decltype(ret)&()                    { return ret;    }
+        inline const bucket_t* operator[](size_t i) const   { return ret[i]; }
+    };
+
+    constexpr static int lg2(size_t n)
+    {   int ret=0; while (n>>=1) ret++; return ret;   }
+
+public:
+    msm_yield_t(const affine_t points[], size_t np,
+          size_t ffi_affine_sz = sizeof(affine_t), int device_id = -1)
+        : gpu(select_gpu(device_id)), d_points(nullptr), d_scalars(nullptr)
+    {
+        npoints = (np+WARP_SZ-1) & ((size_t)0-WARP_SZ);
+
+        wbits = 17;
+        if (npoints > 192) {
+            wbits = std::min(lg2(npoints + npoints/2) - 8, 18);
+            if (wbits < 10)
+                wbits = 10;
+        } else if (npoints > 0) {
+            wbits = 10;
+        }
+        nwins = (scalar_t::bit_length() - 1) / wbits + 1;
+
+        uint32_t row_sz = 1U << (wbits-1);
+
+        size_t d_buckets_sz = (nwins * row_sz)
+                            + (gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ);
+        size_t d_blob_sz = (d_buckets_sz * sizeof(d_buckets[0]))
+                         + (nwins * row_sz * sizeof(uint32_t))
+                         + (points ? npoints * sizeof(d_points[0]) : 0);
+
+        d_buckets = reinterpret_cast<decltype(d_buckets)>(gpu.Dmalloc(d_blob_sz));
+        d_hist = vec2d_t<uint32_t>(&d_buckets[d_buckets_sz], row_sz);
+        if (points) {
+            d_points = reinterpret_cast<decltype(d_points)>(d_hist[nwins]);
+            gpu.HtoD(d_points, points, np, ffi_affine_sz);
+            npoints = np;
+        } else {
+            npoints = 0;
+        }
+
+    }
+    inline msm_yield_t(vec_t<affine_t> points, size_t ffi_affine_sz = sizeof(affine_t),
+                 int device_id = -1)
+        : msm_yield_t(points, points.size(), ffi_affine_sz, device_id) {};
+    inline msm_yield_t(int device_id = -1)
+        : msm_yield_t(nullptr, 0, 0, device_id) {};
+    ~msm_yield_t()
+    {
+        gpu.sync();
+        if (d_buckets) gpu.Dfree(d_buckets);
+    }
+
+private:
+    void digits(const scalar_t d_scalars[], size_t len,
+                vec2d_t<uint32_t>& d_digits, vec2d_t<uint2>&d_temps, bool mont)
+    {
+        // Using larger grid size doesn't make 'sort' run faster, actually
+        // quite contrary. Arguably because global memory bus gets
+        // thrashed... Stepping far outside the sweet spot has significant
+        // impact, 30-40% degradation was observed. It's assumed that all
+        // GPUs are "balanced" in an approximately the same manner. The
+        // coefficient was observed to deliver optimal performance on
+        // Turing and Ampere...
+        uint32_t grid_size = gpu.sm_count() / 3;
+        while (grid_size & (grid_size - 1))
+            grid_size -= (grid_size & (0 - grid_size));
+
+        breakdown<<<2*grid_size, 1024, sizeof(scalar_t)*1024, gpu[2]>>>(
+            d_digits, d_scalars, len, nwins, wbits, mont
+        );
+        CUDA_OK(cudaGetLastError());
+
+        const size_t shared_sz = sizeof(uint32_t) << DIGIT_BITS;
+#if 0
+        uint32_t win;
+        for (win = 0; win < nwins-1; win++) {
+            gpu[2].launch_coop(sort, {grid_size, SORT_BLOCKDIM, shared_sz},
+                            d_digits, len, win, d_temps, d_hist,
+                            wbits-1, wbits-1, 0u);
+        }
+        uint32_t top = scalar_t::bit_length() - wbits * win;
+        gpu[2].launch_coop(sort, {grid_size, SORT_BLOCKDIM, shared_sz},
+                            d_digits, len, win, d_temps, d_hist,
+                            wbits-1, top-1, 0u);
+#else
+        // On the other hand a pair of kernels launched in parallel run
+        // ~50% slower but sort twice as much data...
+        uint32_t top = scalar_t::bit_length() - wbits * (nwins-1);
+        uint32_t win;
+        for (win = 0; win < nwins-1; win += 2) {
+            gpu[2].launch_coop(sort, {{grid_size, 2}, SORT_BLOCKDIM, shared_sz},
+                            d_digits, len, win, d_temps, d_hist,
+                            wbits-1, wbits-1, win == nwins-2 ? top-1 : wbits-1);
+        }
+        if (win < nwins) {
+            gpu[2].launch_coop(sort, {{grid_size, 1}, SORT_BLOCKDIM, shared_sz},
+                            d_digits, len, win, d_temps, d_hist,
+                            wbits-1, top-1, 0u);
+        }
+#endif
+    }
+
+public:
+    RustError invoke(point_t& out, const affine_t* points_, size_t npoints,
+                                   const scalar_t* scalars, bool mont = true,
+                                   size_t ffi_affine_sz = sizeof(affine_t),
+                                   const std::function<void()>& between = {})
+    {
+        assert(this->npoints == 0 || npoints <= this->npoints);
+
+        uint32_t lg_npoints = lg2(npoints + npoints/2);
+        size_t batch = 1 << (std::max(lg_npoints, wbits) - wbits);
+        batch >>= 6;
+        batch = batch ? batch : 1;
+        uint32_t stride = (npoints + batch - 1) / batch;
+        stride = (stride+WARP_SZ-1) & ((size_t)0-WARP_SZ);
+
+        std::vector<result_t> res(nwins);
+        std::vector<bucket_t> ones(gpu.sm_count() * BATCH_ADD_BLOCK_SIZE / WARP_SZ);
+
+        out.inf();
+        point_t p;
+
+        try {
+            // |scalars| being nullptr means the scalars are pre-loaded to
+            // |d_scalars|, otherwise allocate stride.
+            size_t temp_sz = scalars ? sizeof(scalar_t) : 0;
+            temp_sz = stride * std::max(2*sizeof(uint2), temp_sz);
+
+            // |points| being nullptr means the points are pre-loaded to
+            // |d_points|, otherwise allocate double-stride.
+            const char* points = reinterpret_cast<const char*>(points_);
+            size_t d_point_sz = points ? (batch > 1 ? 2*stride : stride) : 0;
+            d_point_sz *= sizeof(affine_h);
+
+            size_t digits_sz = nwins * stride * sizeof(uint32_t);
+
+            dev_ptr_t<uint8_t> d_temp{temp_sz + digits_sz + d_point_sz, gpu[2]};
+
+            vec2d_t<uint2> d_temps{&d_temp[0], stride};
+            vec2d_t<uint32_t> d_digits{&d_temp[temp_sz], stride};
+
+            scalar_t* d_scalars = scalars ? (scalar_t*)&d_temp[0]
+                                          : this->d_scalars;
+            affine_h* d_points = points ? (affine_h*)&d_temp[temp_sz + digits_sz]
+                                        : this->d_points;
+
+            size_t d_off = 0;   // device offset
+            size_t h_off = 0;   // host offset
+            size_t num = stride > npoints ? npoints : stride;
+            event_t ev;
+
+            if (scalars)
+                gpu[2].HtoD(&d_scalars[d_off], &scalars[h_off], num);
+            digits(&d_scalars[0], num, d_digits, d_temps, mont);
+            gpu[2].record(ev);
+
+            if (points)
+                gpu[0].HtoD(&d_points[d_off], &points[h_off],
+                            num,              ffi_affine_sz);
+
+            for (uint32_t i = 0; i < batch; i++) {
+                gpu[i&1].wait(ev);
+
+                batch_addition<bucket_t><<<gpu.sm_count(), BATCH_ADD_BLOCK_SIZE,
+                                           0, gpu[i&1]>>>(
+                    &d_buckets[nwins << (wbits-1)], &d_points[d_off], num,
+                    &d_digits[0][0], d_hist[0][0]
+                );
+                CUDA_OK(cudaGetLastError());
+
+                gpu[i&1].launch_coop(accumulate<bucket_t, affine_h>,
+                    {gpu.sm_count(), 0},
+                    d_buckets, nwins, wbits, &d_points[d_off], d_digits, d_hist, i&1
+                );
+                gpu[i&1].record(ev);
+
+                integrate<bucket_t><<<nwins, MSM_NTHREADS,
+                                      sizeof(bucket_t)*MSM_NTHREADS/bucket_t::degree,
+                                      gpu[i&1]>>>(
+                    d_buckets, nwins, wbits, scalar_t::bit_length()
+                );
+                CUDA_OK(cudaGetLastError());
+
+                if (i < batch-1) {
+                    h_off += stride;
+                    num = h_off + stride <= npoints ? stride : npoints - h_off;
+
+                    if (scalars)
+                        gpu[2].HtoD(&d_scalars[0], &scalars[h_off], num);
+                    gpu[2].wait(ev);
+                    digits(&d_scalars[scalars ? 0 : h_off], num,
+                           d_digits, d_temps, mont);
+                    gpu[2].record(ev);
+
+                    if (points) {
+                        size_t j = (i + 1) & 1;
+                        d_off = j ? stride : 0;
+                        gpu[j].HtoD(&d_points[d_off], &points[h_off*ffi_affine_sz],
+                                    num,              ffi_affine_sz);
+                    } else {
+                        d_off = h_off;
+                    }
+                }
+
+                if (i > 0) {
+                    collect(p, res, ones);
+                    out.add(p);
+                }
+
+                gpu[i&1].DtoH(ones, d_buckets + (nwins << (wbits-1)));
+                gpu[i&1].DtoH(res, d_buckets, sizeof(bucket_h)<<(wbits-1));
+                gpu[i&1].sync();
+
+                // cuzk: between two batches, with nothing of this call's queued
+                // (the next batch's digits drained), the caller's yield point.
+                if (between && i < batch-1) {
+                    gpu[2].sync();
+                    between();
+                }
+            }
+        } catch (const cuda_error& e) {
+            gpu.sync();
+#ifdef TAKE_RESPONSIBILITY_FOR_ERROR_MESSAGE
+            return RustError{e.code(), e.what()};
+#else
+            return RustError{e.code()};
+#endif
+        }
+
+        collect(p, res, ones);
+        out.add(p);
+
+        return RustError{cudaSuccess};
+    }
+
+    template<typename affine_ptr_t = const affine_h*,
+             typename scalar_ptr_t = const scalar_t*>
+    RustError invoke(point_t& out, affine_ptr_t points, size_t npoints,
+                                   scalar_ptr_t scalars, bool mont = true,
+                                   size_t ffi_affine_sz = sizeof(affine_t),
+                                   const std::function<void()>& between = {})
+    {
+        const auto* p_ptr = &points[0];
+        if (is_device_ptr<affine_ptr_t>::value) {
+            d_points = (decltype(d_points))p_ptr;
+            p_ptr = nullptr;
+        }
+
+        const auto* s_ptr = &scalars[0];
+        if (is_device_ptr<scalar_ptr_t>::value) {
+            d_scalars = const_cast<decltype(d_scalars)>(s_ptr);
+            s_ptr = nullptr;
+        }
+
+        return invoke(out, p_ptr, npoints, s_ptr, mont, ffi_affine_sz, between);
+    }
+
+    RustError invoke(point_t& out, vec_t<scalar_t> scalars, bool mont = true)
+    {   return invoke(out, nullptr, scalars.size(), scalars, mont);   }
+
+    RustError invoke(point_t& out, vec_t<affine_t> points,
+                                   const scalar_t* scalars, bool mont = true,
+                                   size_t ffi_affine_sz = sizeof(affine_t))
+    {   return invoke(out, points, points.size(), scalars, mont, ffi_affine_sz);   }
+
+    RustError invoke(point_t& out, vec_t<affine_t> points,
+                                   vec_t<scalar_t> scalars, bool mont = true,
+                                   size_t ffi_affine_sz = sizeof(affine_t))
+    {   return invoke(out, points, points.size(), scalars, mont, ffi_affine_sz);   }
+
+    RustError invoke(point_t& out, const std::vector<affine_t>& points,
+                                   const std::vector<scalar_t>& scalars, bool mont = true,
+                                   size_t ffi_affine_sz = sizeof(affine_t))
+    {
+        return invoke(out, points.data(),
+                           std::min(points.size(), scalars.size()),
+                           scalars.data(), mont, ffi_affine_sz);
+    }
+
+private:
+    point_t integrate_row(const result_t& row, uint32_t lsbits)
+    {
+        const int NTHRBITS = lg2(MSM_NTHREADS/bucket_t::degree);
+
+        assert(wbits-1 > NTHRBITS);
+
+        size_t i = MSM_NTHREADS/bucket_t::degree - 1;
+
+        if (lsbits-1 <= NTHRBITS) {
+            size_t mask = (1U << (NTHRBITS-(lsbits-1))) - 1;
+            bucket_t res, acc = row[i][1];
+
+            if (mask)   res.inf();
+            else        res = acc;
+
+            while (i--) {
+                acc.add(row[i][1]);
+                if ((i & mask) == 0)
+                    res.add(acc);
+            }
+
+            return res;
+        }
+
+        point_t  res = row[i][0];
+        bucket_t acc = row[i][1];
+
+        while (i--) {
+            point_t raise = acc;
+            for (size_t j = 0; j < lsbits-1-NTHRBITS; j++)
+                raise.dbl();
+            res.add(raise);
+            res.add(point_t{row[i][0]});
+            if (i)
+                acc.add(row[i][1]);
+        }
+
+        return res;
+    }
+
+    void collect(point_t& out, const std::vector<result_t>& res,
+                               const std::vector<bucket_t>& ones)
+    {
+        struct tile_t {
+            uint32_t x, y, dy;
+            point_t p;
+            tile_t() {}
+        };
+        std::vector<tile_t> grid(nwins);
+
+        uint32_t y = nwins-1, total = 0;
+
+        grid[0].x  = 0;
+        grid[0].y  = y;
+        grid[0].dy = scalar_t::bit_length() - y*wbits;
+        total++;
+
+        while (y--) {
+            grid[total].x  = grid[0].x;
+            grid[total].y  = y;
+            grid[total].dy = wbits;
+            total++;
+        }
+
+        std::vector<std::atomic<size_t>> row_sync(nwins); /* zeroed */
+        counter_t<size_t> counter(0);
+        channel_t<size_t> ch;
+
+        auto n_workers = min((uint32_t)gpu.ncpus(), total);
+        while (n_workers--) {
+            gpu.spawn([&, this, total, counter]() {
+                for (size_t work; (work = counter++) < total;) {
+                    auto item = &grid[work];
+                    auto y = item->y;
+                    item->p = integrate_row(res[y], item->dy);
+                    if (++row_sync[y] == 1)
+                        ch.send(y);
+                }
+            });
+        }
+
+        point_t one = sum_up(ones);
+
+        out.inf();
+        size_t row = 0, ny = nwins;
+        while (ny--) {
+            auto y = ch.recv();
+            row_sync[y] = -1U;
+            while (grid[row].y == y) {
+                while (row < total && grid[row].y == y)
+                    out.add(grid[row++].p);
+                if (y == 0)
+                    break;
+                for (size_t i = 0; i < wbits; i++)
+                    out.dbl();
+                if (row_sync[--y] != -1U)
+                    break;
+            }
+        }
+        out.add(one);
+    }
+};
+
+#endif

@@ -1,0 +1,259 @@
+//! Kernel timings for `cuzk bench kernels`: a partition's H-MSM and NTT phase at a
+//! domain of 2^k, each alone on one device (or on the CPU, with the CPU backend's
+//! own MSM and NTT), so that a kernel change is measured as a kernel, apart from
+//! the pipeline around it.
+//!
+//! The MSM's inputs are what a partition's H has: 2^k − 1 points (TEST-ONLY timing
+//! points, `cuzk_srs::timing_g1`) resident on the device and as many uniformly
+//! random scalars in Montgomery form. Every result is checked exactly against the
+//! discrete logarithm of the sum (`cuzk_srs::timing_msm_dlog`), so a timing of a
+//! wrong kernel is never reported as a timing.
+
+use blstrs::{G1Affine, G1Projective, Scalar};
+use cuzk_srs::{timing_g1, timing_msm_dlog, TimingVector};
+use ff::Field;
+use group::Group;
+use rand_chacha::{rand_core::SeedableRng, ChaCha8Rng};
+use rayon::prelude::*;
+
+use crate::GpuError;
+
+/// Where the kernels run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum On {
+    /// A CUDA device, by its CUDA index.
+    Cuda(usize),
+    /// The CPU backend's MSM (blst's Pippenger) and NTT, on all cores.
+    Cpu,
+}
+
+/// CUDA devices this build and host have (0 without either).
+#[must_use]
+pub fn cuda_devices() -> usize {
+    #[cfg(cuzk_cuda)]
+    return crate::ffi::cuda::count();
+    #[cfg(not(cuzk_cuda))]
+    0
+}
+
+impl std::fmt::Display for On {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            On::Cuda(d) => write!(f, "CUDA device {d}"),
+            On::Cpu => f.write_str("the CPU"),
+        }
+    }
+}
+
+/// H's inputs at a domain of 2^`log2`.
+pub struct HInputs {
+    pub log2: u32,
+    pub seed: u64,
+    pub points: Vec<G1Affine>,
+    pub scalars: Vec<Scalar>,
+}
+
+impl HInputs {
+    /// 2^`log2` − 1 timing points of the H vector and as many random scalars, both
+    /// deterministic in `seed`.
+    ///
+    /// # Panics
+    /// When `log2` is 0 or above 32.
+    #[must_use]
+    pub fn new(log2: u32, seed: u64) -> Self {
+        assert!((1..=32).contains(&log2), "log2 {log2} outside 1..=32");
+        let n = (1usize << log2) - 1;
+        let points = timing_g1(n, seed, TimingVector::H);
+        let mut scalars = vec![Scalar::ZERO; n];
+        scalars.par_chunks_mut(1 << 16).enumerate().for_each(|(i, c)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed.rotate_left(32) ^ i as u64);
+            c.iter_mut().for_each(|s| *s = Scalar::random(&mut rng));
+        });
+        Self { log2, seed, points, scalars }
+    }
+
+    /// `Σ scalars[i] · points[i]`, from the points' discrete logarithms: O(n) field
+    /// operations, no MSM.
+    #[must_use]
+    pub fn expected(&self) -> G1Projective {
+        G1Projective::generator() * timing_msm_dlog(self.seed, TimingVector::H, &self.scalars)
+    }
+}
+
+/// One way of running H's MSM: calls of `chunk` points each.
+#[derive(Clone, Debug)]
+pub struct MsmRun {
+    /// Points per call (the number of points: one call); 0: the engine's H on a
+    /// device (one call, a yield point between sppark's batches).
+    pub chunk: usize,
+    /// Calls per MSM.
+    pub calls: usize,
+    /// Yield points the engine's H passed (0 otherwise).
+    pub yields: usize,
+    /// Wall time of each repetition, ms.
+    pub ms: Vec<f64>,
+    /// The sum equals the expected one.
+    pub correct: bool,
+}
+
+/// Times H's MSM `reps` times per entry of `chunks` (points per call; one at or
+/// above the number of points is a single call; 0 is the engine's H, which on the
+/// CPU is the single call) and checks every sum.
+///
+/// # Errors
+/// [`GpuError::Unavailable`] when `on` names a device this build or host does not
+/// have; [`GpuError::Cuda`] when a call fails.
+pub fn time_msm_h(on: On, inp: &HInputs, chunks: &[usize], reps: u32) -> Result<Vec<MsmRun>, GpuError> {
+    let n = inp.points.len();
+    let chunks: Vec<usize> = chunks.iter().map(|&c| if c == 0 { 0 } else { c.clamp(1, n.max(1)) }).collect();
+    let expected = inp.expected();
+    let results: Vec<(Vec<f64>, G1Projective, usize)> = match on {
+        On::Cpu => chunks.iter().map(|&c| cpu_msm(inp, if c == 0 { n.max(1) } else { c }, reps)).collect(),
+        On::Cuda(dev) => cuda_msm(dev, inp, &chunks, reps)?,
+    };
+    Ok(chunks
+        .iter()
+        .zip(results)
+        .map(|(&chunk, (ms, sum, yields))| MsmRun {
+            chunk,
+            calls: if chunk == 0 { 1 } else { n.div_ceil(chunk) },
+            yields,
+            ms,
+            correct: sum == expected,
+        })
+        .collect())
+}
+
+/// NTT phase timings, ms per repetition, by name: on a device `intt`, `coset_ntt`,
+/// `coset_intt` (each alone on one stream) and `phase` (a partition's: three
+/// arrays on three streams, H on the coset, the coset iNTT); on the CPU `forward` (one
+/// transform, all cores). Timing only: the transforms are checked by the proof tests.
+///
+/// # Errors
+/// As [`time_msm_h`].
+pub fn time_ntt(on: On, log2: u32, seed: u64, reps: u32) -> Result<Vec<(&'static str, Vec<f64>)>, GpuError> {
+    let n = 1usize << log2;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let distinct: Vec<Scalar> = (0..n.min(1 << 16)).map(|_| Scalar::random(&mut rng)).collect();
+    let values: Vec<Scalar> = distinct.iter().copied().cycle().take(n).collect();
+    match on {
+        On::Cpu => {
+            let w = crate::cpu::omega(log2)?;
+            let ms = (0..reps)
+                .map(|_| {
+                    let mut v = values.clone();
+                    let t = std::time::Instant::now();
+                    crate::cpu::ntt(&mut v, w);
+                    t.elapsed().as_secs_f64() * 1e3
+                })
+                .collect();
+            Ok(vec![("forward", ms)])
+        }
+        On::Cuda(dev) => {
+            let per_rep = cuda_ntt(dev, &values, reps)?;
+            let names = ["intt", "coset_ntt", "coset_intt", "phase"];
+            Ok(names.iter().enumerate().map(|(i, &name)| (name, per_rep.iter().map(|r| r[i]).collect())).collect())
+        }
+    }
+}
+
+fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> (Vec<f64>, G1Projective, usize) {
+    let bytes: Vec<_> = inp.scalars.par_iter().map(Scalar::to_bytes_le).collect();
+    let mut sum = G1Projective::identity();
+    let ms = (0..reps)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            sum = inp
+                .points
+                .chunks(chunk)
+                .zip(bytes.chunks(chunk))
+                .map(|(p, s)| crate::cpu::msm_g1(p, s))
+                .fold(G1Projective::identity(), |a, b| a + b);
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    (ms, sum, 0)
+}
+
+#[cfg(cuzk_cuda)]
+fn cuda_err(op: &'static str, device: usize) -> impl Fn((i32, String)) -> GpuError {
+    move |(code, msg)| GpuError::Cuda { op, device, code, msg, out_of_memory: code.abs() == 2 }
+}
+
+#[cfg(cuzk_cuda)]
+fn cuda_device(dev: usize) -> Result<(), GpuError> {
+    let count = crate::ffi::cuda::count();
+    if dev >= count {
+        return Err(GpuError::Unavailable(format!("no CUDA device {dev} (this host has {count})")));
+    }
+    // Kernels load and NTT twiddles are built on first use: not in the timings.
+    crate::ffi::cuda::warmup(dev).map_err(cuda_err("warm-up", dev))
+}
+
+#[cfg(cuzk_cuda)]
+fn cuda_msm(
+    dev: usize,
+    inp: &HInputs,
+    chunks: &[usize],
+    reps: u32,
+) -> Result<Vec<(Vec<f64>, G1Projective, usize)>, GpuError> {
+    cuda_device(dev)?;
+    let runs =
+        crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, chunks, reps).map_err(cuda_err("H-MSM", dev))?;
+    Ok(runs.into_iter().map(|(ms, p, y)| (ms, crate::ffi::g1_projective(p), y)).collect())
+}
+
+#[cfg(cuzk_cuda)]
+fn cuda_ntt(dev: usize, values: &[Scalar], reps: u32) -> Result<Vec<[f64; 4]>, GpuError> {
+    cuda_device(dev)?;
+    crate::ffi::cuda::bench_ntt(dev, values, reps).map_err(cuda_err("NTT", dev))
+}
+
+#[cfg(not(cuzk_cuda))]
+fn no_cuda() -> GpuError {
+    GpuError::Unavailable("this build has no CUDA backend (nvcc was not found when cuzk-gpu was built)".into())
+}
+
+#[cfg(not(cuzk_cuda))]
+fn cuda_msm(_: usize, _: &HInputs, _: &[usize], _: u32) -> Result<Vec<(Vec<f64>, G1Projective, usize)>, GpuError> {
+    Err(no_cuda())
+}
+
+#[cfg(not(cuzk_cuda))]
+fn cuda_ntt(_: usize, _: &[Scalar], _: u32) -> Result<Vec<[f64; 4]>, GpuError> {
+    Err(no_cuda())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_msm_in_chunks_or_whole_gives_the_discrete_log_sum() {
+        let inp = HInputs::new(12, 3);
+        assert_eq!(inp.points.len(), 4095);
+        let runs = time_msm_h(On::Cpu, &inp, &[usize::MAX, 0, 1000, 1 << 10], 2).unwrap();
+        let shape: Vec<_> = runs.iter().map(|r| (r.chunk, r.calls, r.yields)).collect();
+        assert_eq!(shape, [(4095, 1, 0), (0, 1, 0), (1000, 5, 0), (1024, 4, 0)]);
+        assert!(runs.iter().all(|r| r.correct && r.ms.len() == 2));
+        // The check can fail: the same points and scalars checked as another seed's.
+        let runs = time_msm_h(On::Cpu, &HInputs { seed: 4, ..inp }, &[usize::MAX], 1).unwrap();
+        assert!(!runs[0].correct, "points of seed 3 checked as seed 4's");
+    }
+
+    #[test]
+    fn the_cpu_ntt_is_timed_per_repetition() {
+        let t = time_ntt(On::Cpu, 10, 1, 3).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!((t[0].0, t[0].1.len()), ("forward", 3));
+    }
+
+    #[test]
+    fn a_device_this_host_lacks_is_refused_with_the_reason() {
+        let inp = HInputs::new(4, 1);
+        let e = time_msm_h(On::Cuda(1 << 20), &inp, &[usize::MAX], 1).unwrap_err();
+        assert!(matches!(e, GpuError::Unavailable(_)), "{e}");
+        let e = time_ntt(On::Cuda(1 << 20), 4, 1, 1).unwrap_err();
+        assert!(matches!(e, GpuError::Unavailable(_)), "{e}");
+    }
+}
