@@ -300,15 +300,22 @@ pub(crate) mod cuda {
         check(unsafe { cuzk_test_illegal_address(dev) })
     }
 
-    /// `cuzk_bench_msm`: per entry of `chunks` (0: the engine's H), the time of each
-    /// repetition, the MSM's result and the yield points it passed.
+    /// One entry of `cuzk_bench_msm`'s: each repetition's time (ms), the sum, and
+    /// the yield points the engine's H passed.
+    pub struct BenchMsm {
+        pub ms: Vec<f64>,
+        pub sum: blst_p1,
+        pub yields: usize,
+    }
+
+    /// `cuzk_bench_msm`: per entry of `chunks` (0: the engine's H).
     pub fn bench_msm(
         dev: usize,
         pts: &[G1Affine],
         scalars: &[Scalar],
         chunks: &[usize],
         reps: u32,
-    ) -> Result<Vec<(Vec<f64>, blst_p1, usize)>, (i32, String)> {
+    ) -> Result<Vec<BenchMsm>, (i32, String)> {
         assert_eq!(pts.len(), scalars.len(), "one scalar per point");
         let mut ms = vec![0f64; chunks.len() * reps as usize];
         let mut out = vec![blst_p1::default(); chunks.len()];
@@ -330,7 +337,12 @@ pub(crate) mod cuda {
                 yields.as_mut_ptr(),
             )
         })?;
-        Ok(ms.chunks(reps as usize).zip(out).zip(yields).map(|((m, o), y)| (m.to_vec(), o, y)).collect())
+        Ok(ms
+            .chunks(reps as usize)
+            .zip(out)
+            .zip(yields)
+            .map(|((ms, sum), yields)| BenchMsm { ms: ms.to_vec(), sum, yields })
+            .collect())
     }
 
     /// `cuzk_bench_ntt`: per repetition, the iNTT, coset NTT, coset iNTT and whole

@@ -107,19 +107,19 @@ pub fn time_msm_h(on: On, inp: &HInputs, chunks: &[usize], reps: u32) -> Result<
     let n = inp.points.len();
     let chunks: Vec<usize> = chunks.iter().map(|&c| if c == 0 { 0 } else { c.clamp(1, n.max(1)) }).collect();
     let expected = inp.expected();
-    let results: Vec<(Vec<f64>, G1Projective, usize)> = match on {
+    let results: Vec<Timed> = match on {
         On::Cpu => chunks.iter().map(|&c| cpu_msm(inp, if c == 0 { n.max(1) } else { c }, reps)).collect(),
         On::Cuda(dev) => cuda_msm(dev, inp, &chunks, reps)?,
     };
     Ok(chunks
         .iter()
         .zip(results)
-        .map(|(&chunk, (ms, sum, yields))| MsmRun {
+        .map(|(&chunk, t)| MsmRun {
             chunk,
             calls: if chunk == 0 { 1 } else { n.div_ceil(chunk) },
-            yields,
-            ms,
-            correct: sum == expected,
+            yields: t.yields,
+            ms: t.ms,
+            correct: t.sum == expected,
         })
         .collect())
 }
@@ -157,7 +157,14 @@ pub fn time_ntt(on: On, log2: u32, seed: u64, reps: u32) -> Result<Vec<(&'static
     }
 }
 
-fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> (Vec<f64>, G1Projective, usize) {
+/// One way's repetitions: times (ms), the sum, the yield points passed.
+struct Timed {
+    ms: Vec<f64>,
+    sum: G1Projective,
+    yields: usize,
+}
+
+fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> Timed {
     let bytes: Vec<_> = inp.scalars.par_iter().map(Scalar::to_bytes_le).collect();
     let mut sum = G1Projective::identity();
     let ms = (0..reps)
@@ -172,7 +179,7 @@ fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> (Vec<f64>, G1Projective, u
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    (ms, sum, 0)
+    Timed { ms, sum, yields: 0 }
 }
 
 #[cfg(cuzk_cuda)]
@@ -191,16 +198,11 @@ fn cuda_device(dev: usize) -> Result<(), GpuError> {
 }
 
 #[cfg(cuzk_cuda)]
-fn cuda_msm(
-    dev: usize,
-    inp: &HInputs,
-    chunks: &[usize],
-    reps: u32,
-) -> Result<Vec<(Vec<f64>, G1Projective, usize)>, GpuError> {
+fn cuda_msm(dev: usize, inp: &HInputs, chunks: &[usize], reps: u32) -> Result<Vec<Timed>, GpuError> {
     cuda_device(dev)?;
     let runs =
         crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, chunks, reps).map_err(cuda_err("H-MSM", dev))?;
-    Ok(runs.into_iter().map(|(ms, p, y)| (ms, crate::ffi::g1_projective(p), y)).collect())
+    Ok(runs.into_iter().map(|r| Timed { ms: r.ms, sum: crate::ffi::g1_projective(r.sum), yields: r.yields }).collect())
 }
 
 #[cfg(cuzk_cuda)]
@@ -215,7 +217,7 @@ fn no_cuda() -> GpuError {
 }
 
 #[cfg(not(cuzk_cuda))]
-fn cuda_msm(_: usize, _: &HInputs, _: &[usize], _: u32) -> Result<Vec<(Vec<f64>, G1Projective, usize)>, GpuError> {
+fn cuda_msm(_: usize, _: &HInputs, _: &[usize], _: u32) -> Result<Vec<Timed>, GpuError> {
     Err(no_cuda())
 }
 
