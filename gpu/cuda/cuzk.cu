@@ -968,7 +968,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         // H100) instead of one after the whole phase (~0.33 s, with a, b, c ~0.42 s).
         // The three streams' transforms are memory-bound and do not overlap anyway
         // (`cuzk bench kernels` times the phase at the sum of its transforms), so the
-        // syncs cost nothing measurable. Deadline work (no gate) keeps the streams.
+        // syncs should cost next to nothing. Deadline work (no gate) keeps the streams.
         if (gate.fn && gate.ctx) {
             s.sync();
             hold.checkpoint();
