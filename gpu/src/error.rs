@@ -25,3 +25,10 @@ pub enum GpuError {
     #[error("partition was uploaded by backend `{uploaded}` but executed on `{executing}`")]
     WrongBackend { uploaded: &'static str, executing: &'static str },
 }
+
+/// A failed C ABI call's `(code, message)` as [`GpuError::Cuda`] for `op` on
+/// `device` (code 2: out of memory).
+#[cfg(cuzk_cuda)]
+pub(crate) fn cuda_err(op: &'static str, device: usize) -> impl Fn((i32, String)) -> GpuError {
+    move |(code, msg)| GpuError::Cuda { op, device, code, msg, out_of_memory: code.abs() == 2 }
+}

@@ -183,9 +183,7 @@ fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> Timed {
 }
 
 #[cfg(cuzk_cuda)]
-fn cuda_err(op: &'static str, device: usize) -> impl Fn((i32, String)) -> GpuError {
-    move |(code, msg)| GpuError::Cuda { op, device, code, msg, out_of_memory: code.abs() == 2 }
-}
+use crate::error::cuda_err;
 
 #[cfg(cuzk_cuda)]
 fn cuda_device(dev: usize) -> Result<(), GpuError> {

@@ -16,6 +16,7 @@ use super::{
     CudaBackend, Lease,
 };
 use crate::{
+    error::cuda_err,
     ffi::{self, cuda},
     pinned::PinnedPartition,
     sizing::device_workspace_bytes,
@@ -118,10 +119,6 @@ impl Arrays<'_> {
         };
         crate::cpu::evaluate_deferred(d, self.split[0], dense)
     }
-}
-
-fn cuda_err(op: &'static str, dev: usize) -> impl Fn((i32, String)) -> GpuError {
-    move |(code, msg)| GpuError::Cuda { op, device: dev, code, msg, out_of_memory: code.abs() == 2 }
 }
 
 /// The C side's view of a partition: `ptrs` (the arrays', or with split vectors
