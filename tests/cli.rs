@@ -151,6 +151,9 @@ fn bench_kernels_times_and_checks_the_msm_on_the_cpu() {
     assert!(row("ntt forward").starts_with("  11"), "{out}");
     let (ok, _, err) = run(cuzk().args(["bench", "kernels", "--on", "cpu", "--log2", "40"]));
     assert!(!ok && err.contains("log2 40 is outside 1..=32"), "{err}");
+    // 2^32 points take ~1 TiB of host memory: refused with the figure, not aborted.
+    let (ok, _, err) = run(cuzk().args(["bench", "kernels", "--on", "cpu", "--log2", "11,32"]));
+    assert!(!ok && err.contains("log2 32 needs ~") && err.contains("GiB is available"), "{err}");
     let (ok, _, err) = run(cuzk().args(["bench", "kernels", "--on", "cpu", "--reps", "0"]));
     assert!(!ok && err.contains("--reps must be at least 1"), "{err}");
 }

@@ -757,10 +757,13 @@ static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
 template<class bucket, class msm_type, class point, class affine_dev>
 static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const affine_dev* pts,
                       const uint32_t* d_ones, const uint32_t* d_n, const uint32_t* d_rest,
-                      const fr_t* d_rest_s, size_t nrest, point& out)
+                      const fr_t* d_rest_s, size_t nrest, point& out, gate_hold& hold)
 {
     bit_sum<bucket>(gpu, ws, pts, d_ones, d_n, out);
     if (nrest == 0) return;
+    // bit_sum synchronized: nothing of ours is queued. Bulk work yields here too, so
+    // that a deadline partition waits for the ones' sum or the rest's MSM, not both.
+    hold.checkpoint();
     auto* g = (affine_dev*)ws->d_gather;
     gather<<<(unsigned)((nrest + 255) / 256), 256, 0, gpu[0]>>>(g, pts, d_rest, nrest);
     CUDA_OK(cudaGetLastError());
@@ -1053,19 +1056,19 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     } join_h{h_thread, hold};
 
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], d_counts + 0, d_rest[0], d_rest_s[0], in->nrest[0], out->l);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], d_counts + 0, d_rest[0], d_rest_s[0], in->nrest[0], out->l, hold);
     else run_msm(gpu, srs ? srs->l.get() : nullptr, srs ? srs->pl : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
     trace(gpu, "msm l");
     out->ms[3] = ms_since(t);
     hold.checkpoint();
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], d_counts + 1, d_rest[1], d_rest_s[1], in->nrest[1], out->a);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], d_counts + 1, d_rest[1], d_rest_s[1], in->nrest[1], out->a, hold);
     else run_msm(gpu, srs ? srs->a.get() : nullptr, srs ? srs->pa : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
     trace(gpu, "msm a");
     out->ms[4] = ms_since(t);
     hold.checkpoint();
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b1);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b1, hold);
     else run_msm(gpu, srs ? srs->b1.get() : nullptr, srs ? srs->pb1 : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
     out->ms[5] = ms_since(t);
     out->ms[6] = 0;
@@ -1073,7 +1076,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     if (in->with_b2) {
         hold.checkpoint();
         t = std::chrono::steady_clock::now();
-        if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b2);
+        if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b2, hold);
         else run_msm(gpu, srs ? srs->b2.get() : nullptr, srs ? srs->pb2 : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);
         out->ms[6] = ms_since(t);
     }
@@ -1143,12 +1146,13 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* s
 // partition, each alone on the device, timed on the host around calls that return
 // synchronized. The MSM runs over device-resident points and Montgomery-form
 // scalars, as a partition's H does; once per entry of `chunks`: 0 is the engine's
-// H (msm_yield_t, one call; `yields[c]` counts its yield points, no gate here);
+// H (msm_yield_t, one call; `yields[c]` counts its yield points, no gate here)
+// with windows of `wbits[c]` bits (0: sppark's rule; on return, the width used);
 // otherwise sppark's msm_t in calls of that many points each (n or more: one
 // call over all points, which is how supraseal-c2's prover runs it for H).
 // `ms[c * reps + r]`, `out[c]`: the time of repetition r and the sum, for entry c.
 extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t* scalars, size_t n,
-                                    const size_t* chunks, size_t nchunks, uint32_t reps,
+                                    const size_t* chunks, uint32_t* wbits, size_t nchunks, uint32_t reps,
                                     double* ms, point_t* out, size_t* yields)
 {
     CUZK_TRY
@@ -1165,10 +1169,15 @@ extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t*
     gpu[0].sync();
     // Sized for all n points, as a resident set's H object is.
     msm_box<msm_g1_t> msm{new msm_g1_t(nullptr, n, sizeof(affine_t), (int)dev)};
-    msm_box<msm_h_t> engine{new msm_h_t(nullptr, n, sizeof(affine_t), (int)dev)};
+    msm_box<msm_h_t> engine;
     for (size_t c = 0; c < nchunks; c++) {
         size_t chunk = std::max<size_t>(std::min(chunks[c], n), 1);
         yields[c] = 0;
+        if (chunks[c] == 0) {
+            engine.reset(); // its buckets freed before the next object's
+            engine.reset(new msm_h_t(nullptr, n, sizeof(affine_t), (int)dev, wbits[c]));
+            wbits[c] = engine->window_bits();
+        }
         for (uint32_t r = 0; r < reps; r++) {
             auto t = std::chrono::steady_clock::now();
             point_t acc;

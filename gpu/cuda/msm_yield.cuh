@@ -9,7 +9,9 @@
 // its own first batch's digits, bucket integration and window sums: +5.2% at 2^27 in
 // 2^25-point calls on an H100, `cuzk bench kernels`; docs/gpu.md). The kernels are
 // sppark's own, from pippenger.cuh, which must be included first. Keep in step with
-// the sppark version pinned in gpu/Cargo.toml.
+// the sppark version pinned in gpu/Cargo.toml. Also: the constructor takes a window
+// width to use instead of sppark's rule (`cuzk bench kernels --wbits`), and
+// window_bits() says which one an object uses.
 
 #ifndef CUZK_MSM_YIELD_CUH
 #define CUZK_MSM_YIELD_CUH
@@ -43,7 +45,8 @@ class msm_yield_t {
 
 public:
     msm_yield_t(const affine_t points[], size_t np,
-          size_t ffi_affine_sz = sizeof(affine_t), int device_id = -1)
+          size_t ffi_affine_sz = sizeof(affine_t), int device_id = -1,
+          uint32_t force_wbits = 0)
         : gpu(select_gpu(device_id)), d_points(nullptr), d_scalars(nullptr)
     {
         npoints = (np+WARP_SZ-1) & ((size_t)0-WARP_SZ);
@@ -55,6 +58,13 @@ public:
                 wbits = 10;
         } else if (npoints > 0) {
             wbits = 10;
+        }
+        // cuzk: sppark's sort takes up to 2*DIGIT_BITS bits, its kernels need more
+        // than NTHRBITS + 1.
+        if (force_wbits) {
+            if (force_wbits < 10 || force_wbits > 2*DIGIT_BITS)
+                throw cuda_error(cudaErrorInvalidValue, std::string("MSM window width outside 10..=26"));
+            wbits = force_wbits;
         }
         nwins = (scalar_t::bit_length() - 1) / wbits + 1;
 
@@ -82,6 +92,7 @@ public:
         : msm_yield_t(points, points.size(), ffi_affine_sz, device_id) {};
     inline msm_yield_t(int device_id = -1)
         : msm_yield_t(nullptr, 0, 0, device_id) {};
+    uint32_t window_bits() const { return wbits; }
     ~msm_yield_t()
     {
         gpu.sync();

@@ -244,6 +244,7 @@ pub(crate) mod cuda {
             scalars: *const Scalar,
             n: usize,
             chunks: *const usize,
+            wbits: *mut u32,
             nchunks: usize,
             reps: u32,
             ms: *mut f64,
@@ -300,28 +301,33 @@ pub(crate) mod cuda {
         check(unsafe { cuzk_test_illegal_address(dev) })
     }
 
-    /// One entry of `cuzk_bench_msm`'s: each repetition's time (ms), the sum, and
-    /// the yield points the engine's H passed.
+    /// One entry of `cuzk_bench_msm`'s: each repetition's time (ms), the sum, the
+    /// yield points the engine's H passed and its window width (0 for sppark's).
     pub struct BenchMsm {
         pub ms: Vec<f64>,
         pub sum: blst_p1,
         pub yields: usize,
+        pub wbits: u32,
     }
 
-    /// `cuzk_bench_msm`: per entry of `chunks` (0: the engine's H).
+    /// `cuzk_bench_msm`: per entry of `ways`, (points per call, window width): a
+    /// call size of 0 is the engine's H, with that window width (0: sppark's rule).
     pub fn bench_msm(
         dev: usize,
         pts: &[G1Affine],
         scalars: &[Scalar],
-        chunks: &[usize],
+        ways: &[(usize, u32)],
         reps: u32,
     ) -> Result<Vec<BenchMsm>, (i32, String)> {
         assert_eq!(pts.len(), scalars.len(), "one scalar per point");
+        let chunks: Vec<usize> = ways.iter().map(|w| w.0).collect();
+        let mut wbits: Vec<u32> = ways.iter().map(|w| w.1).collect();
         let mut ms = vec![0f64; chunks.len() * reps as usize];
         let mut out = vec![blst_p1::default(); chunks.len()];
         let mut yields = vec![0usize; chunks.len()];
-        // SAFETY: the slices are valid for their lengths for the call; `ms`, `out` and
-        // `yields` have the lengths the C side writes (chunks × reps, chunks, chunks). G1Affine and
+        // SAFETY: the slices are valid for their lengths for the call; `ms`, `out`,
+        // `yields` and `wbits` have the lengths the C side writes (chunks × reps, then
+        // chunks each). G1Affine and
         // Scalar are #[repr(transparent)] over blst's types, sppark's host layout.
         check(unsafe {
             cuzk_bench_msm(
@@ -330,6 +336,7 @@ pub(crate) mod cuda {
                 scalars.as_ptr(),
                 pts.len(),
                 chunks.as_ptr(),
+                wbits.as_mut_ptr(),
                 chunks.len(),
                 reps,
                 ms.as_mut_ptr(),
@@ -341,7 +348,8 @@ pub(crate) mod cuda {
             .chunks(reps as usize)
             .zip(out)
             .zip(yields)
-            .map(|((ms, sum), yields)| BenchMsm { ms: ms.to_vec(), sum, yields })
+            .zip(wbits)
+            .map(|(((ms, sum), yields), wbits)| BenchMsm { ms: ms.to_vec(), sum, yields, wbits })
             .collect())
     }
 

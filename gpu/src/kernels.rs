@@ -72,6 +72,16 @@ impl HInputs {
         Self { log2, seed, points, scalars }
     }
 
+    /// Host memory the bench holds at once at a domain of 2^`log2`, at most: the
+    /// points, the scalars and their byte form (the MSM), and the NTT phase's three
+    /// arrays, which run while the MSM's inputs are still held.
+    #[must_use]
+    pub fn host_bytes(log2: u32) -> u64 {
+        let per_point =
+            std::mem::size_of::<G1Affine>() + 2 * std::mem::size_of::<Scalar>() + 3 * std::mem::size_of::<Scalar>();
+        (1u64 << log2) * per_point as u64
+    }
+
     /// `Σ scalars[i] · points[i]`, from the points' discrete logarithms: O(n) field
     /// operations, no MSM.
     #[must_use]
@@ -90,6 +100,8 @@ pub struct MsmRun {
     pub calls: usize,
     /// Yield points the engine's H passed (0 otherwise).
     pub yields: usize,
+    /// The engine's H on a device: its window width in bits (0 otherwise).
+    pub wbits: u32,
     /// Wall time of each repetition, ms.
     pub ms: Vec<f64>,
     /// The sum equals the expected one.
@@ -98,26 +110,37 @@ pub struct MsmRun {
 
 /// Times H's MSM `reps` times per entry of `chunks` (points per call; one at or
 /// above the number of points is a single call; 0 is the engine's H, which on the
-/// CPU is the single call) and checks every sum.
+/// CPU is the single call), then once per entry of `wbits` the engine's H on a
+/// device with windows of that many bits instead of sppark's choice, and checks
+/// every sum.
 ///
 /// # Errors
 /// [`GpuError::Unavailable`] when `on` names a device this build or host does not
-/// have; [`GpuError::Cuda`] when a call fails.
-pub fn time_msm_h(on: On, inp: &HInputs, chunks: &[usize], reps: u32) -> Result<Vec<MsmRun>, GpuError> {
+/// have, or `wbits` is given for the CPU; [`GpuError::Cuda`] when a call fails
+/// (a window width outside 10..=26 included).
+pub fn time_msm_h(on: On, inp: &HInputs, chunks: &[usize], wbits: &[u32], reps: u32) -> Result<Vec<MsmRun>, GpuError> {
     let n = inp.points.len();
-    let chunks: Vec<usize> = chunks.iter().map(|&c| if c == 0 { 0 } else { c.clamp(1, n.max(1)) }).collect();
+    let ways: Vec<(usize, u32)> = chunks
+        .iter()
+        .map(|&c| (if c == 0 { 0 } else { c.clamp(1, n.max(1)) }, 0))
+        .chain(wbits.iter().map(|&w| (0, w)))
+        .collect();
     let expected = inp.expected();
     let results: Vec<Timed> = match on {
-        On::Cpu => chunks.iter().map(|&c| cpu_msm(inp, if c == 0 { n.max(1) } else { c }, reps)).collect(),
-        On::Cuda(dev) => cuda_msm(dev, inp, &chunks, reps)?,
+        On::Cpu if !wbits.is_empty() => {
+            return Err(GpuError::Unavailable("window widths are the device MSM's: the CPU's is blst's".into()))
+        }
+        On::Cpu => ways.iter().map(|&(c, _)| cpu_msm(inp, if c == 0 { n.max(1) } else { c }, reps)).collect(),
+        On::Cuda(dev) => cuda_msm(dev, inp, &ways, reps)?,
     };
-    Ok(chunks
+    Ok(ways
         .iter()
         .zip(results)
-        .map(|(&chunk, t)| MsmRun {
+        .map(|(&(chunk, _), t)| MsmRun {
             chunk,
             calls: if chunk == 0 { 1 } else { n.div_ceil(chunk) },
             yields: t.yields,
+            wbits: t.wbits,
             ms: t.ms,
             correct: t.sum == expected,
         })
@@ -157,11 +180,13 @@ pub fn time_ntt(on: On, log2: u32, seed: u64, reps: u32) -> Result<Vec<(&'static
     }
 }
 
-/// One way's repetitions: times (ms), the sum, the yield points passed.
+/// One way's repetitions: times (ms), the sum, the yield points passed, the
+/// window width (device only).
 struct Timed {
     ms: Vec<f64>,
     sum: G1Projective,
     yields: usize,
+    wbits: u32,
 }
 
 fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> Timed {
@@ -179,7 +204,7 @@ fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> Timed {
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    Timed { ms, sum, yields: 0 }
+    Timed { ms, sum, yields: 0, wbits: 0 }
 }
 
 #[cfg(cuzk_cuda)]
@@ -196,11 +221,14 @@ fn cuda_device(dev: usize) -> Result<(), GpuError> {
 }
 
 #[cfg(cuzk_cuda)]
-fn cuda_msm(dev: usize, inp: &HInputs, chunks: &[usize], reps: u32) -> Result<Vec<Timed>, GpuError> {
+fn cuda_msm(dev: usize, inp: &HInputs, ways: &[(usize, u32)], reps: u32) -> Result<Vec<Timed>, GpuError> {
     cuda_device(dev)?;
     let runs =
-        crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, chunks, reps).map_err(cuda_err("H-MSM", dev))?;
-    Ok(runs.into_iter().map(|r| Timed { ms: r.ms, sum: crate::ffi::g1_projective(r.sum), yields: r.yields }).collect())
+        crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, ways, reps).map_err(cuda_err("H-MSM", dev))?;
+    Ok(runs
+        .into_iter()
+        .map(|r| Timed { ms: r.ms, sum: crate::ffi::g1_projective(r.sum), yields: r.yields, wbits: r.wbits })
+        .collect())
 }
 
 #[cfg(cuzk_cuda)]
@@ -215,7 +243,7 @@ fn no_cuda() -> GpuError {
 }
 
 #[cfg(not(cuzk_cuda))]
-fn cuda_msm(_: usize, _: &HInputs, _: &[usize], _: u32) -> Result<Vec<Timed>, GpuError> {
+fn cuda_msm(_: usize, _: &HInputs, _: &[(usize, u32)], _: u32) -> Result<Vec<Timed>, GpuError> {
     Err(no_cuda())
 }
 
@@ -232,13 +260,16 @@ mod tests {
     fn the_cpu_msm_in_chunks_or_whole_gives_the_discrete_log_sum() {
         let inp = HInputs::new(12, 3);
         assert_eq!(inp.points.len(), 4095);
-        let runs = time_msm_h(On::Cpu, &inp, &[usize::MAX, 0, 1000, 1 << 10], 2).unwrap();
+        let runs = time_msm_h(On::Cpu, &inp, &[usize::MAX, 0, 1000, 1 << 10], &[], 2).unwrap();
         let shape: Vec<_> = runs.iter().map(|r| (r.chunk, r.calls, r.yields)).collect();
         assert_eq!(shape, [(4095, 1, 0), (0, 1, 0), (1000, 5, 0), (1024, 4, 0)]);
         assert!(runs.iter().all(|r| r.correct && r.ms.len() == 2));
         // The check can fail: the same points and scalars checked as another seed's.
-        let runs = time_msm_h(On::Cpu, &HInputs { seed: 4, ..inp }, &[usize::MAX], 1).unwrap();
+        let runs = time_msm_h(On::Cpu, &HInputs { seed: 4, ..inp }, &[usize::MAX], &[], 1).unwrap();
         assert!(!runs[0].correct, "points of seed 3 checked as seed 4's");
+        // Window widths are the device MSM's.
+        let e = time_msm_h(On::Cpu, &HInputs::new(4, 1), &[usize::MAX], &[19], 1).unwrap_err();
+        assert!(matches!(e, GpuError::Unavailable(_)), "{e}");
     }
 
     #[test]
@@ -251,7 +282,7 @@ mod tests {
     #[test]
     fn a_device_this_host_lacks_is_refused_with_the_reason() {
         let inp = HInputs::new(4, 1);
-        let e = time_msm_h(On::Cuda(1 << 20), &inp, &[usize::MAX], 1).unwrap_err();
+        let e = time_msm_h(On::Cuda(1 << 20), &inp, &[usize::MAX], &[], 1).unwrap_err();
         assert!(matches!(e, GpuError::Unavailable(_)), "{e}");
         let e = time_ntt(On::Cuda(1 << 20), 4, 1, 1).unwrap_err();
         assert!(matches!(e, GpuError::Unavailable(_)), "{e}");

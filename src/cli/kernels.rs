@@ -5,7 +5,8 @@
 //! as the engine runs H (on a device: one call, a yield point between its batches),
 //! and in calls of 2^C points per `--chunk-log2` (how the engine cut H for its yield
 //! points before 2026-12-06), so the table gives both a kernel's speed and what
-//! yield points cost.
+//! yield points cost. `--wbits` adds rows of the engine's H with other window
+//! widths than sppark's rule picks.
 
 use std::process::ExitCode;
 
@@ -30,6 +31,10 @@ pub struct KernelsArgs {
     /// H-MSM calls of 2^C points each, besides the single call (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "24,25", value_name = "C,...")]
     chunk_log2: Vec<u32>,
+    /// Also the engine's H with windows of W bits instead of sppark's choice (18 at
+    /// 2^27), one row each (comma-separated; a device only; 10..=26).
+    #[arg(long, value_delimiter = ',', value_name = "W,...")]
+    wbits: Vec<u32>,
     /// Repetitions of each kernel (the table gives their median, min and max).
     #[arg(long, default_value_t = 3)]
     reps: u32,
@@ -66,6 +71,12 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
             On::Cpu
         }
     };
+    if on == On::Cpu && !a.wbits.is_empty() {
+        bail!("--wbits sets the device MSM's window width: not for the CPU");
+    }
+    if let Some(w) = a.wbits.iter().find(|w| !(10..=26).contains(*w)) {
+        bail!("--wbits {w} is outside 10..=26 (sppark's sort takes up to 26 bits)");
+    }
     let sizes = if !a.log2.is_empty() {
         a.log2.clone()
     } else if on == On::Cpu {
@@ -80,9 +91,20 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
         chunks.push(0);
     }
     chunks.extend(a.chunk_log2.iter().map(|c| 1usize << c));
+    // Refused up front, with the figure, rather than aborted on allocation halfway.
+    let mut sys = sysinfo::System::new()?;
+    sys.refresh_memory();
+    let avail = sys.available_memory();
+    if let Some(&k) = sizes.iter().find(|&&k| HInputs::host_bytes(k) > avail) {
+        bail!(
+            "log2 {k} needs ~{:.1} GiB of host memory for its points, scalars and NTT arrays; {:.1} GiB is available",
+            HInputs::host_bytes(k) as f64 / (1u64 << 30) as f64,
+            avail as f64 / (1u64 << 30) as f64
+        );
+    }
     println!("kernels on {on}, {} repetitions each, times in ms (median, min, max)", a.reps);
     println!(
-        "{:>4}  {:<24} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9}  check",
+        "{:>4}  {:<28} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9}  check",
         "log2", "kernel", "calls", "median", "min", "max", "ns/pt", "vs 1 call"
     );
     let mut wrong = Vec::new();
@@ -91,7 +113,7 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
         let inp = HInputs::new(k, a.seed);
         tracing::info!(log2 = k, ms = t.elapsed().as_millis() as u64, "inputs generated");
         let n = inp.points.len() as f64;
-        let runs = time_msm_h(on, &inp, &chunks, a.reps)?;
+        let runs = time_msm_h(on, &inp, &chunks, &a.wbits, a.reps)?;
         let one = stats(&runs[0].ms).0;
         for (i, r) in runs.iter().enumerate() {
             // A chunk as large as the whole is the single call again: skip it.
@@ -101,13 +123,13 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
             let (med, min, max) = stats(&r.ms);
             let name = match (i, r.chunk) {
                 (0, _) => "msm_h one call".to_string(),
-                (_, 0) => format!("msm_h engine, {} yields", r.yields),
+                (_, 0) => format!("msm_h engine w{}, {} yields", r.wbits, r.yields),
                 (_, c) => format!("msm_h chunks of 2^{}", c.trailing_zeros()),
             };
             let vs = if i == 0 { String::new() } else { format!("{:+.1}%", (med / one - 1.0) * 100.0) };
             let check = if r.correct { "ok" } else { "WRONG" };
             println!(
-                "{k:>4}  {name:<24} {:>6} {med:>10.2} {min:>10.2} {max:>10.2} {:>9.2} {vs:>9}  {check}",
+                "{k:>4}  {name:<28} {:>6} {med:>10.2} {min:>10.2} {max:>10.2} {:>9.2} {vs:>9}  {check}",
                 r.calls,
                 med * 1e6 / n
             );
@@ -118,7 +140,7 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
         for (name, ms) in time_ntt(on, k, a.seed, a.reps)? {
             let (med, min, max) = stats(&ms);
             println!(
-                "{k:>4}  {:<24} {:>6} {med:>10.2} {min:>10.2} {max:>10.2} {:>9.2} {:>9}  -",
+                "{k:>4}  {:<28} {:>6} {med:>10.2} {min:>10.2} {max:>10.2} {:>9.2} {:>9}  -",
                 format!("ntt {name}"),
                 "",
                 med * 1e6 / n,
