@@ -1147,12 +1147,14 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* s
 // synchronized. The MSM runs over device-resident points and Montgomery-form
 // scalars, as a partition's H does; once per entry of `chunks`: 0 is the engine's
 // H (msm_yield_t, one call; `yields[c]` counts its yield points, no gate here)
-// with windows of `wbits[c]` bits (0: sppark's rule; on return, the width used);
+// with windows of `wbits[c]` bits (0: sppark's rule; on return, the width used)
+// in batches of at most `max_batch[c]` points (0: sppark's rule);
 // otherwise sppark's msm_t in calls of that many points each (n or more: one
 // call over all points, which is how supraseal-c2's prover runs it for H).
 // `ms[c * reps + r]`, `out[c]`: the time of repetition r and the sum, for entry c.
 extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t* scalars, size_t n,
-                                    const size_t* chunks, uint32_t* wbits, size_t nchunks, uint32_t reps,
+                                    const size_t* chunks, uint32_t* wbits, const size_t* max_batch,
+                                    size_t nchunks, uint32_t reps,
                                     double* ms, point_t* out, size_t* yields)
 {
     CUZK_TRY
@@ -1177,6 +1179,7 @@ extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t*
             engine.reset(); // its buckets freed before the next object's
             engine.reset(new msm_h_t(nullptr, n, sizeof(affine_t), (int)dev, wbits[c]));
             wbits[c] = engine->window_bits();
+            engine->set_max_batch(max_batch[c]);
         }
         for (uint32_t r = 0; r < reps; r++) {
             auto t = std::chrono::steady_clock::now();

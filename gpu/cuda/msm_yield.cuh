@@ -10,8 +10,10 @@
 // 2^25-point calls on an H100, `cuzk bench kernels`; docs/gpu.md). The kernels are
 // sppark's own, from pippenger.cuh, which must be included first. Keep in step with
 // the sppark version pinned in gpu/Cargo.toml. Also: the constructor takes a window
-// width to use instead of sppark's rule (`cuzk bench kernels --wbits`), and
-// window_bits() says which one an object uses.
+// width to use instead of sppark's rule (`cuzk bench kernels --wbits`),
+// window_bits() says which one an object uses, and set_max_batch() caps the points
+// per batch (sppark's rule gives 2^24 at 2^27 with 18-bit windows, and fewer,
+// larger batches with wider ones: longer steps between yield points).
 
 #ifndef CUZK_MSM_YIELD_CUH
 #define CUZK_MSM_YIELD_CUH
@@ -25,6 +27,7 @@ class msm_yield_t {
     const gpu_t& gpu;
     size_t npoints;
     uint32_t wbits, nwins;
+    size_t max_batch = 0;
     bucket_h *d_buckets;
     affine_h *d_points;
     scalar_t *d_scalars;
@@ -93,6 +96,7 @@ public:
     inline msm_yield_t(int device_id = -1)
         : msm_yield_t(nullptr, 0, 0, device_id) {};
     uint32_t window_bits() const { return wbits; }
+    void set_max_batch(size_t n) { max_batch = n; }
     ~msm_yield_t()
     {
         gpu.sync();
@@ -161,6 +165,8 @@ public:
         size_t batch = 1 << (std::max(lg_npoints, wbits) - wbits);
         batch >>= 6;
         batch = batch ? batch : 1;
+        if (max_batch && npoints > max_batch)
+            batch = std::max(batch, (npoints + max_batch - 1) / max_batch);
         uint32_t stride = (npoints + batch - 1) / batch;
         stride = (stride+WARP_SZ-1) & ((size_t)0-WARP_SZ);
 

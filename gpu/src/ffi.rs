@@ -245,6 +245,7 @@ pub(crate) mod cuda {
             n: usize,
             chunks: *const usize,
             wbits: *mut u32,
+            max_batch: *const usize,
             nchunks: usize,
             reps: u32,
             ms: *mut f64,
@@ -310,24 +311,26 @@ pub(crate) mod cuda {
         pub wbits: u32,
     }
 
-    /// `cuzk_bench_msm`: per entry of `ways`, (points per call, window width): a
-    /// call size of 0 is the engine's H, with that window width (0: sppark's rule).
+    /// `cuzk_bench_msm`: per entry of `ways`, (points per call, window width, points
+    /// per batch): a call size of 0 is the engine's H, with that window width and
+    /// batch cap (0: sppark's rule).
     pub fn bench_msm(
         dev: usize,
         pts: &[G1Affine],
         scalars: &[Scalar],
-        ways: &[(usize, u32)],
+        ways: &[(usize, u32, usize)],
         reps: u32,
     ) -> Result<Vec<BenchMsm>, (i32, String)> {
         assert_eq!(pts.len(), scalars.len(), "one scalar per point");
         let chunks: Vec<usize> = ways.iter().map(|w| w.0).collect();
         let mut wbits: Vec<u32> = ways.iter().map(|w| w.1).collect();
+        let max_batch: Vec<usize> = ways.iter().map(|w| w.2).collect();
         let mut ms = vec![0f64; chunks.len() * reps as usize];
         let mut out = vec![blst_p1::default(); chunks.len()];
         let mut yields = vec![0usize; chunks.len()];
         // SAFETY: the slices are valid for their lengths for the call; `ms`, `out`,
-        // `yields` and `wbits` have the lengths the C side writes (chunks × reps, then
-        // chunks each). G1Affine and
+        // `yields`, `wbits` and `max_batch` have the lengths the C side uses (chunks ×
+        // reps, then chunks each). G1Affine and
         // Scalar are #[repr(transparent)] over blst's types, sppark's host layout.
         check(unsafe {
             cuzk_bench_msm(
@@ -337,6 +340,7 @@ pub(crate) mod cuda {
                 pts.len(),
                 chunks.as_ptr(),
                 wbits.as_mut_ptr(),
+                max_batch.as_ptr(),
                 chunks.len(),
                 reps,
                 ms.as_mut_ptr(),

@@ -90,6 +90,10 @@ impl HInputs {
     }
 }
 
+/// The most points the engine's H takes between two yield points: sppark's batch
+/// at 2^27 with its 18-bit windows (~0.14 s on an H100).
+pub const ENGINE_BATCH: usize = 1 << 24;
+
 /// One way of running H's MSM: calls of `chunk` points each.
 #[derive(Clone, Debug)]
 pub struct MsmRun {
@@ -110,9 +114,9 @@ pub struct MsmRun {
 
 /// Times H's MSM `reps` times per entry of `chunks` (points per call; one at or
 /// above the number of points is a single call; 0 is the engine's H, which on the
-/// CPU is the single call), then once per entry of `wbits` the engine's H on a
-/// device with windows of that many bits instead of sppark's choice, and checks
-/// every sum.
+/// CPU is the single call), then twice per entry of `wbits` the engine's H on a
+/// device with windows of that many bits instead of sppark's choice, in sppark's
+/// batches and in batches of at most [`ENGINE_BATCH`] points, and checks every sum.
 ///
 /// # Errors
 /// [`GpuError::Unavailable`] when `on` names a device this build or host does not
@@ -120,23 +124,23 @@ pub struct MsmRun {
 /// (a window width outside 10..=26 included).
 pub fn time_msm_h(on: On, inp: &HInputs, chunks: &[usize], wbits: &[u32], reps: u32) -> Result<Vec<MsmRun>, GpuError> {
     let n = inp.points.len();
-    let ways: Vec<(usize, u32)> = chunks
+    let ways: Vec<(usize, u32, usize)> = chunks
         .iter()
-        .map(|&c| (if c == 0 { 0 } else { c.clamp(1, n.max(1)) }, 0))
-        .chain(wbits.iter().map(|&w| (0, w)))
+        .map(|&c| (if c == 0 { 0 } else { c.clamp(1, n.max(1)) }, 0, 0))
+        .chain(wbits.iter().flat_map(|&w| [(0, w, 0), (0, w, ENGINE_BATCH)]))
         .collect();
     let expected = inp.expected();
     let results: Vec<Timed> = match on {
         On::Cpu if !wbits.is_empty() => {
             return Err(GpuError::Unavailable("window widths are the device MSM's: the CPU's is blst's".into()))
         }
-        On::Cpu => ways.iter().map(|&(c, _)| cpu_msm(inp, if c == 0 { n.max(1) } else { c }, reps)).collect(),
+        On::Cpu => ways.iter().map(|&(c, _, _)| cpu_msm(inp, if c == 0 { n.max(1) } else { c }, reps)).collect(),
         On::Cuda(dev) => cuda_msm(dev, inp, &ways, reps)?,
     };
     Ok(ways
         .iter()
         .zip(results)
-        .map(|(&(chunk, _), t)| MsmRun {
+        .map(|(&(chunk, _, _), t)| MsmRun {
             chunk,
             calls: if chunk == 0 { 1 } else { n.div_ceil(chunk) },
             yields: t.yields,
@@ -221,7 +225,7 @@ fn cuda_device(dev: usize) -> Result<(), GpuError> {
 }
 
 #[cfg(cuzk_cuda)]
-fn cuda_msm(dev: usize, inp: &HInputs, ways: &[(usize, u32)], reps: u32) -> Result<Vec<Timed>, GpuError> {
+fn cuda_msm(dev: usize, inp: &HInputs, ways: &[(usize, u32, usize)], reps: u32) -> Result<Vec<Timed>, GpuError> {
     cuda_device(dev)?;
     let runs =
         crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, ways, reps).map_err(cuda_err("H-MSM", dev))?;
@@ -243,7 +247,7 @@ fn no_cuda() -> GpuError {
 }
 
 #[cfg(not(cuzk_cuda))]
-fn cuda_msm(_: usize, _: &HInputs, _: &[(usize, u32)], _: u32) -> Result<Vec<Timed>, GpuError> {
+fn cuda_msm(_: usize, _: &HInputs, _: &[(usize, u32, usize)], _: u32) -> Result<Vec<Timed>, GpuError> {
     Err(no_cuda())
 }
 

@@ -32,7 +32,9 @@ pub struct KernelsArgs {
     #[arg(long, value_delimiter = ',', default_value = "24,25", value_name = "C,...")]
     chunk_log2: Vec<u32>,
     /// Also the engine's H with windows of W bits instead of sppark's choice (18 at
-    /// 2^27), one row each (comma-separated; a device only; 10..=26).
+    /// 2^27), in sppark's batches (wider windows: fewer, larger ones) and in batches
+    /// of at most 2^24 points, as the engine's yield points want them
+    /// (comma-separated; a device only; 10..=26).
     #[arg(long, value_delimiter = ',', value_name = "W,...")]
     wbits: Vec<u32>,
     /// Repetitions of each kernel (the table gives their median, min and max).
@@ -116,8 +118,16 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
         let runs = time_msm_h(on, &inp, &chunks, &a.wbits, a.reps)?;
         let one = stats(&runs[0].ms).0;
         for (i, r) in runs.iter().enumerate() {
-            // A chunk as large as the whole is the single call again: skip it.
+            // A chunk as large as the whole is the single call again, and a window
+            // width whose batches are already within the cap the same run twice.
             if i > 0 && r.chunk != 0 && r.calls == 1 {
+                continue;
+            }
+            if i > 0
+                && r.chunk == 0
+                && runs[i - 1].chunk == 0
+                && (runs[i - 1].wbits, runs[i - 1].yields) == (r.wbits, r.yields)
+            {
                 continue;
             }
             let (med, min, max) = stats(&r.ms);
