@@ -32,8 +32,10 @@ typedef fr_t scalar_t;
 
 typedef msm_t<bucket_t, point_t, affine_t, scalar_t> msm_g1_t;
 typedef msm_t<bucket_fp2_t, point_fp2_t, affine_fp2_t, scalar_t> msm_g2_t;
-// H's MSM over resident points: one call, a yield point between its batches.
+// MSMs over resident points (H, and the rest of L, A, B): sppark's with yield
+// points between batches and, under a gate, between window groups (msm_yield.cuh).
 typedef msm_yield_t<bucket_t, point_t, affine_t, scalar_t> msm_h_t;
+typedef msm_yield_t<bucket_fp2_t, point_fp2_t, affine_fp2_t, scalar_t> msm_h2_t;
 
 // ~msm_t synchronizes the device and throws when that fails, and an exception out of
 // a destructor ends the process (std::terminate). After a sticky error (an illegal
@@ -64,13 +66,14 @@ template<class T> using msm_box = std::unique_ptr<T, sync_or_leak<T>>;
 // A device's yield points (gpu/src/gate.rs): bulk work calls back at places where
 // its thread has nothing queued on the device, so that a deadline partition can
 // run between its kernels. `fn` null: no gate (deadline work itself, warm-up).
-typedef void (*cuzk_gate_fn)(const void* gate, int op);
-enum { GATE_ENTER = 0, GATE_LEAVE = 1, GATE_CHECKPOINT = 2 };
+// GATE_PENDING answers whether a deadline partition waits (1) or not (0).
+typedef int (*cuzk_gate_fn)(const void* gate, int op);
+enum { GATE_ENTER = 0, GATE_LEAVE = 1, GATE_CHECKPOINT = 2, GATE_PENDING = 3 };
 
 struct gate_ref {
     cuzk_gate_fn fn;
     const void* ctx;
-    void op(int o) const { if (fn && ctx) fn(ctx, o); }
+    int op(int o) const { return fn && ctx ? fn(ctx, o) : 0; }
 };
 
 // One bulk thread inside the gate, from construction to release(); it must
@@ -83,6 +86,8 @@ struct gate_hold {
     gate_hold(const gate_hold&) = delete;
     gate_hold& operator=(const gate_hold&) = delete;
     void checkpoint() { if (in) g.op(GATE_CHECKPOINT); }
+    // Cheap (an atomic load on the Rust side): whether to sync and stop now.
+    bool pending() const { return in && g.op(GATE_PENDING) != 0; }
     void release() { if (in) { in = false; g.op(GATE_LEAVE); } }
     ~gate_hold() { release(); }
 };
@@ -147,9 +152,8 @@ typedef affine_fp2_t::mem_t affine_fp2_h;
 
 struct cuzk_srs {
     int dev;
-    msm_box<msm_h_t> h;
-    msm_box<msm_g1_t> l, a, b1;
-    msm_box<msm_g2_t> b2;
+    msm_box<msm_h_t> h, l, a, b1;
+    msm_box<msm_h2_t> b2;
     affine_h *ph = nullptr, *pl = nullptr, *pa = nullptr, *pb1 = nullptr;
     affine_fp2_h* pb2 = nullptr;
     // Destroyed with its device current (cuzk_srs_free, cuzk_srs_new).
@@ -203,6 +207,10 @@ extern "C" RustError cuzk_srs_new(size_t dev,
     resident_points(gpu, (int)dev, a, na, s->a, s->pa, hold);
     resident_points(gpu, (int)dev, b1, nb1, s->b1, s->pb1, hold);
     resident_points(gpu, (int)dev, b2, nb2, s->b2, s->pb2, hold);
+    // Window groups for the yield points of bulk work (used only under a gate).
+    for (auto* m : {s->h.get(), s->l.get(), s->a.get(), s->b1.get()})
+        if (m) m->set_window_group(m->balanced_group());
+    if (s->b2) s->b2->set_window_group(s->b2->balanced_group());
     gpu.sync();
     *out = s.release();
     CUZK_CATCH
@@ -402,7 +410,7 @@ extern "C" void cuzk_ws_free(cuzk_ws* w)
 // ---------------------------------------------------------------- staging buffers
 
 // A partition's inputs on the device: a, b, c (padded to the domain), the bit-split
-// index lists with their counts, and the split rest scalars. StagePcie fills one
+// index lists, and the split rest scalars. StagePcie fills one
 // with cuzk_stage_upload on the buffer's own copy stream while the device computes
 // an earlier partition from another buffer (double buffering); cuzk_execute's
 // kernels wait for its events. A partition that was not staged ahead is uploaded
@@ -412,7 +420,7 @@ struct cuzk_stage {
     int dev;
     uint32_t lg;
     fr_t* d_abc;                // 3 << lg
-    uint32_t* d_idx;            // bit-sum index lists (3 << lg entries) and 4 counts
+    uint32_t* d_idx;            // bit-sum index lists (3 << lg entries)
     fr_t* d_rest;               // split rest scalars, (1 << lg) / 8 per vector
     cudaStream_t copy;          // uploads only, never kernels
     cudaEvent_t arrived[3];     // a, b, c uploaded (and padded)
@@ -423,7 +431,6 @@ struct cuzk_stage {
     bool lists;
     bool device_abc;            // no a, b, c: the inputs went into c's slot (cuzk_execute evaluates them)
     size_t nones[3], nrest[3];
-    uint32_t counts[4];         // copied from here: the address must outlive the copy
 };
 
 static void stage_release(cuzk_stage* s)
@@ -449,7 +456,7 @@ extern "C" RustError cuzk_stage_new(size_t dev, uint32_t lg, cuzk_stage** out)
     s->lg = lg;
     size_t N = (size_t)1 << lg;
     CUDA_OK(cudaMalloc(&s->d_abc, 3 * sizeof(fr_t) * N));
-    CUDA_OK(cudaMalloc(&s->d_idx, 3 * N * sizeof(uint32_t) + 4 * sizeof(uint32_t)));
+    CUDA_OK(cudaMalloc(&s->d_idx, 3 * N * sizeof(uint32_t)));
     CUDA_OK(cudaMalloc(&s->d_rest, 3 * std::max<size_t>(N / 8, 1) * sizeof(fr_t)));
     // Non-blocking: the copy stream must not synchronize with the legacy default
     // stream that sppark's MSMs use for their own transfers.
@@ -720,31 +727,83 @@ __global__ void reduce_sums(typename bucket::mem_t* sums, uint32_t n)
     }
 }
 
-// Sum of the resident points at `n` indices (already on the device at `d_idx`,
-// with the count at `d_n`): sppark's batch addition, one partial sum per warp,
-// then added up on the device.
+// sppark's batch_addition over indices (batch_addition.cuh), with the count
+// passed by value rather than read from device memory, so that a list can be
+// summed in ranges: one partial sum per warp into ret[].
+template<class bucket_t, class affine_h,
+         class bucket_h = class bucket_t::mem_t,
+         class affine_t = class bucket_t::affine_t>
+__launch_bounds__(BATCH_ADD_BLOCK_SIZE) __global__
+void ones_sum(bucket_h ret[], const affine_h points[], const uint32_t idx[], uint32_t n)
+{
+    const uint32_t degree = bucket_t::degree;
+    const uint32_t warp_sz = WARP_SZ / degree;
+    const uint32_t tid = (threadIdx.x + blockDim.x*blockIdx.x) / degree;
+    const uint32_t xid = tid % warp_sz;
+
+    bucket_t acc;
+    acc.inf();
+
+    for (size_t i = tid; i < n; i += gridDim.x*blockDim.x/degree) {
+        uint32_t digit = idx[i];
+        affine_t p = points[digit & 0x7fffffff];
+        if (degree == 2)
+            acc.uadd(p, digit >> 31);
+        else
+            acc.add(p, digit >> 31);
+    }
+
+    for (uint32_t off = 1; off < warp_sz;) {
+        auto down = shfl_down(acc, off*degree);
+
+        off <<= 1;
+        if ((xid & (off-1)) == 0)
+            acc.uadd(down);
+    }
+
+    if (xid == 0)
+        ret[tid/warp_sz] = acc;
+}
+
+// Indices per launch of a 0/1 sum under a gate: a step of ~10 ms at 2^24 (the
+// ones of a 32GiB partition's L are ~2^26-2^27), a yield point after each.
+static const size_t ONES_RANGE = (size_t)1 << 24;
+
+// Sum of the resident points at the `n` indices already on the device at
+// `d_idx`: one partial sum per warp, added up on the device (G1) or the host
+// (G2). Under a gate, in ranges of ONES_RANGE indices, each synchronized, with a
+// yield point after each while a deadline partition waits.
 template<class bucket, class point, class affine_dev>
 static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
-                    const uint32_t* d_idx, const uint32_t* d_n, point& out)
+                    const uint32_t* d_idx, size_t n, point& out, gate_hold& hold)
 {
-    size_t slots = bit_sum_slots(gpu);
+    const size_t range = hold.g.fn && hold.g.ctx ? ONES_RANGE : std::max<size_t>(n, 1);
     auto* d_sums = (typename bucket::mem_t*)ws->d_sums;
-    batch_addition<bucket><<<gpu.sm_count(), BATCH_ADD_BLOCK_SIZE, 0, gpu[0]>>>(
-        d_sums, pts, (size_t)0, d_idx, *d_n);
-    CUDA_OK(cudaGetLastError());
-    trace(gpu, "split: ones batch addition");
-    if (bucket::degree == 1) {
-        uint32_t threads = 256;
-        while (threads > slots) threads /= 2;
-        reduce_sums<bucket><<<1, threads, 0, gpu[0]>>>(d_sums, (uint32_t)slots);
+    out.inf();
+    for (size_t off = 0; off < n || off == 0; off += range) {
+        size_t slots = bit_sum_slots(gpu);
+        uint32_t len = (uint32_t)std::min(range, n - off);
+        ones_sum<bucket><<<gpu.sm_count(), BATCH_ADD_BLOCK_SIZE, 0, gpu[0]>>>(
+            d_sums, pts, d_idx + off, len);
         CUDA_OK(cudaGetLastError());
-        slots = 1;
+        trace(gpu, "split: ones batch addition");
+        if (bucket::degree == 1) {
+            uint32_t threads = 256;
+            while (threads > slots) threads /= 2;
+            reduce_sums<bucket><<<1, threads, 0, gpu[0]>>>(d_sums, (uint32_t)slots);
+            CUDA_OK(cudaGetLastError());
+            slots = 1;
+        }
+        std::vector<bucket> sums(slots);
+        gpu[0].DtoH(sums.data(), d_sums, slots);
+        gpu[0].sync();
+        point p;
+        p = sum_up(sums);
+        out.add(p);
+        trace(gpu, "split: ones partial sums");
+        if (off + range < n)
+            hold.checkpoint();
     }
-    std::vector<bucket> sums(slots);
-    gpu[0].DtoH(sums.data(), d_sums, slots);
-    gpu[0].sync();
-    out = sum_up(sums);
-    trace(gpu, "split: ones partial sums");
 }
 
 // A split MSM: the sum of the points behind the ones, plus the MSM of the rest
@@ -756,10 +815,10 @@ static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
 // ~44k-scalar MSM is per window, not per bucket).
 template<class bucket, class msm_type, class point, class affine_dev>
 static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const affine_dev* pts,
-                      const uint32_t* d_ones, const uint32_t* d_n, const uint32_t* d_rest,
+                      const uint32_t* d_ones, size_t nones, const uint32_t* d_rest,
                       const fr_t* d_rest_s, size_t nrest, point& out, gate_hold& hold)
 {
-    bit_sum<bucket>(gpu, ws, pts, d_ones, d_n, out);
+    bit_sum<bucket>(gpu, ws, pts, d_ones, nones, out, hold);
     if (nrest == 0) return;
     // bit_sum synchronized: nothing of ours is queued. Bulk work yields here too, so
     // that a deadline partition waits for the ones' sum or the rest's MSM, not both.
@@ -771,7 +830,16 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     trace(gpu, "split: gather rest points");
     typedef typename bucket::affine_t affine;
     point rest;
-    RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, dev_ptr_t<fr_t>((fr_t*)d_rest_s), false);
+    // Bulk work: yield points between the rest MSM's batches and window groups,
+    // taken while a deadline partition waits (msm_yield.cuh).
+    std::function<void()> between;
+    std::function<bool()> urgent;
+    if (hold.g.fn && hold.g.ctx) {
+        between = [&] { hold.checkpoint(); };
+        urgent = [&] { return hold.pending(); };
+    }
+    RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, dev_ptr_t<fr_t>((fr_t*)d_rest_s), false,
+                                sizeof(affine), between, urgent);
     if (err.code != cudaSuccess) {
         std::string m = err.message ? err.message : "split MSM failed";
         free(err.message);
@@ -796,7 +864,7 @@ static bool split_lists(const cuzk_inputs* in, uint32_t lg)
     return true;
 }
 
-// a, b, c, then the split lists, counts and rest scalars, all on the buffer's copy
+// a, b, c, then the split lists and rest scalars, all on the buffer's copy
 // stream, an event after each of a, b, c (so that a's iNTT can start while b and c
 // are still crossing PCIe) and one after everything (t1).
 static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
@@ -839,13 +907,9 @@ static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
             if (in->nrest[k])
                 CUDA_OK(cudaMemcpyAsync(s->d_rest + k * cap, in->rest_s[k], in->nrest[k] * sizeof(fr_t),
                                         cudaMemcpyHostToDevice, s->copy));
-            s->counts[k] = (uint32_t)in->nones[k];
             s->nones[k] = in->nones[k];
             s->nrest[k] = in->nrest[k];
         }
-        s->counts[3] = 0;
-        CUDA_OK(cudaMemcpyAsync(s->d_idx + ((size_t)3 << s->lg), s->counts, sizeof(s->counts),
-                                cudaMemcpyHostToDevice, s->copy));
     }
     CUDA_OK(cudaEventRecord(s->t1, s->copy));
     if (device_abc)
@@ -906,7 +970,6 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     const uint32_t* d_ones[3] = {nullptr, nullptr, nullptr};
     const uint32_t* d_rest[3] = {nullptr, nullptr, nullptr};
     const fr_t* d_rest_s[3] = {nullptr, nullptr, nullptr};
-    const uint32_t* d_counts = st->d_idx + ((size_t)3 << st->lg);
     if (split) {
         size_t off = 0, cap = std::max<size_t>(((size_t)1 << st->lg) / 8, 1);
         for (int k = 0; k < 3; k++) {
@@ -965,13 +1028,17 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         CUDA_OK(cudaStreamWaitEvent(s, st->arrived[k], 0));
         NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
         trace(gpu, "intt");
-        NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
-        trace(gpu, "coset ntt");
-        // Bulk work: a yield point after each array's pair (~90 ms at 2^27 on an
+        // Bulk work: a yield point after each transform (~45 ms at 2^27 on an
         // H100) instead of one after the whole phase (~0.33 s, with a, b, c ~0.42 s).
         // The three streams' transforms are memory-bound and do not overlap anyway
         // (`cuzk bench kernels` times the phase at the sum of its transforms), so the
         // syncs should cost next to nothing. Deadline work (no gate) keeps the streams.
+        if (gate.fn && gate.ctx) {
+            s.sync();
+            hold.checkpoint();
+        }
+        NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
+        trace(gpu, "coset ntt");
         if (gate.fn && gate.ctx) {
             s.sync();
             hold.checkpoint();
@@ -986,6 +1053,10 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     h_on_coset<<<gpu.sm_count() * 4, 256, 0, gpu[0]>>>(d_a, d_b, d_c, in->z_inv, N);
     CUDA_OK(cudaGetLastError());
     trace(gpu, "h_on_coset");
+    if (gate.fn && gate.ctx) {
+        gpu.sync();
+        hold.checkpoint();
+    }
     NTT::Base_dev_ptr(gpu[0], d_a, in->lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
     trace(gpu, "coset intt");
     gpu.sync();
@@ -1010,10 +1081,17 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
                 // One call; bulk work yields between sppark's batches (2^24 points
                 // at 2^27: ~0.14 s each on an H100). Calls of 2^25 points, the way
                 // before 2026-12-06, cost H 5.2% more (`cuzk bench kernels`).
+                // Within a batch, its windows go in groups (balanced_group: 3 of
+                // 15 at 2^27), a yield point after each, taken only while a
+                // deadline partition waits.
                 std::function<void()> between;
-                if (gate.fn && gate.ctx) between = [&] { hh.checkpoint(); };
+                std::function<bool()> urgent;
+                if (gate.fn && gate.ctx) {
+                    between = [&] { hh.checkpoint(); };
+                    urgent = [&] { return hh.pending(); };
+                }
                 err = srs->h->invoke(out->h, dev_ptr_t<affine_t>((affine_t*)srs->ph), N - 1,
-                                     dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), between);
+                                     dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), between, urgent);
             } else {
                 msm_box<msm_g1_t> msm{new msm_g1_t(nullptr, N - 1, sizeof(affine_t), gpu.id())};
                 err = msm->invoke(out->h, in->h_pts, N - 1, dev_ptr_t<fr_t>(d_a), true);
@@ -1056,19 +1134,19 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     } join_h{h_thread, hold};
 
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], d_counts + 0, d_rest[0], d_rest_s[0], in->nrest[0], out->l, hold);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->l.get(), srs->pl, d_ones[0], in->nones[0], d_rest[0], d_rest_s[0], in->nrest[0], out->l, hold);
     else run_msm(gpu, srs ? srs->l.get() : nullptr, srs ? srs->pl : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
     trace(gpu, "msm l");
     out->ms[3] = ms_since(t);
     hold.checkpoint();
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], d_counts + 1, d_rest[1], d_rest_s[1], in->nrest[1], out->a, hold);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], in->nones[1], d_rest[1], d_rest_s[1], in->nrest[1], out->a, hold);
     else run_msm(gpu, srs ? srs->a.get() : nullptr, srs ? srs->pa : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
     trace(gpu, "msm a");
     out->ms[4] = ms_since(t);
     hold.checkpoint();
     t = std::chrono::steady_clock::now();
-    if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b1, hold);
+    if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], in->nones[2], d_rest[2], d_rest_s[2], in->nrest[2], out->b1, hold);
     else run_msm(gpu, srs ? srs->b1.get() : nullptr, srs ? srs->pb1 : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
     out->ms[5] = ms_since(t);
     out->ms[6] = 0;
@@ -1076,7 +1154,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     if (in->with_b2) {
         hold.checkpoint();
         t = std::chrono::steady_clock::now();
-        if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], d_counts + 2, d_rest[2], d_rest_s[2], in->nrest[2], out->b2, hold);
+        if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], in->nones[2], d_rest[2], d_rest_s[2], in->nrest[2], out->b2, hold);
         else run_msm(gpu, srs ? srs->b2.get() : nullptr, srs ? srs->pb2 : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);
         out->ms[6] = ms_since(t);
     }
@@ -1148,13 +1226,17 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* s
 // scalars, as a partition's H does; once per entry of `chunks`: 0 is the engine's
 // H (msm_yield_t, one call; `yields[c]` counts its yield points, no gate here)
 // with windows of `wbits[c]` bits (0: sppark's rule; on return, the width used)
-// in batches of at most `max_batch[c]` points (0: sppark's rule);
+// in batches of at most `max_batch[c]` points (0: sppark's rule), each batch's
+// windows accumulated in launches of `groups[c]` windows (0: one launch per batch,
+// yield points between batches only; UINT32_MAX: balanced_group(); on return, the
+// group used), a yield point taken after every launch, as when a deadline
+// partition waits all along;
 // otherwise sppark's msm_t in calls of that many points each (n or more: one
 // call over all points, which is how supraseal-c2's prover runs it for H).
 // `ms[c * reps + r]`, `out[c]`: the time of repetition r and the sum, for entry c.
 extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t* scalars, size_t n,
                                     const size_t* chunks, uint32_t* wbits, const size_t* max_batch,
-                                    size_t nchunks, uint32_t reps,
+                                    uint32_t* groups, size_t nchunks, uint32_t reps,
                                     double* ms, point_t* out, size_t* yields)
 {
     CUZK_TRY
@@ -1180,6 +1262,9 @@ extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t*
             engine.reset(new msm_h_t(nullptr, n, sizeof(affine_t), (int)dev, wbits[c]));
             wbits[c] = engine->window_bits();
             engine->set_max_batch(max_batch[c]);
+            uint32_t g = groups[c] == UINT32_MAX ? engine->balanced_group() : groups[c];
+            engine->set_window_group(g);
+            groups[c] = g == 0 || g > engine->windows() ? engine->windows() : g;
         }
         for (uint32_t r = 0; r < reps; r++) {
             auto t = std::chrono::steady_clock::now();
@@ -1187,9 +1272,11 @@ extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t*
             acc.inf();
             if (chunks[c] == 0) {
                 size_t y = 0;
+                std::function<bool()> urgent;
+                if (groups[c] < engine->windows()) urgent = [] { return true; };
                 RustError err = engine->invoke(acc, dev_ptr_t<affine_t>((affine_t*)d_pts), n,
                                                dev_ptr_t<fr_t>(&d_s[0]), true, sizeof(affine_t),
-                                               [&] { y++; });
+                                               [&] { y++; }, urgent);
                 if (err.code != cudaSuccess) {
                     std::string m = err.message ? err.message : "MSM failed";
                     free(err.message);

@@ -8,17 +8,105 @@
 // runs as one call with a yield point there, instead of several calls (each paying
 // its own first batch's digits, bucket integration and window sums: +5.2% at 2^27 in
 // 2^25-point calls on an H100, `cuzk bench kernels`; docs/gpu.md). The kernels are
-// sppark's own, from pippenger.cuh, which must be included first. Keep in step with
+// sppark's own, from pippenger.cuh, which must be included first (accumulate_wins
+// is a copy of its accumulate). Keep in step with
 // the sppark version pinned in gpu/Cargo.toml. Also: the constructor takes a window
 // width to use instead of sppark's rule (`cuzk bench kernels --wbits`),
 // window_bits() says which one an object uses, and set_max_batch() caps the points
 // per batch (sppark's rule gives 2^24 at 2^27 with 18-bit windows, and fewer,
-// larger batches with wider ones: longer steps between yield points).
+// larger batches with wider ones: longer steps between yield points). Given
+// `urgent` as well, invoke() runs each batch's accumulation in launches of
+// set_window_group() windows (accumulate_wins, below), each synchronized, with a
+// yield point after each, and stops at its yield points (calls `between`) only
+// while urgent() is true: the wait of a deadline partition is then a window
+// group's, not a batch's. balanced_group() picks a group size.
 
 #ifndef CUZK_MSM_YIELD_CUH
 #define CUZK_MSM_YIELD_CUH
 
+#include <cmath>
 #include <functional>
+
+// sppark's accumulate (pippenger.cuh) over windows [win0, win0+nw) of a batch
+// instead of all of them: the engine launches a batch's windows in groups, so that
+// the longest kernel of H's MSM is a group's (one window: ~1/15 of a batch at
+// 2^27) and a deadline partition can go between two groups. Each instantiation
+// keeps its own work counters, per stream as sppark's (launches on one stream run
+// in turn).
+template<class bucket_t,
+         class affine_h,
+         class bucket_h = class bucket_t::mem_t,
+         class affine_t = class bucket_t::affine_t>
+__launch_bounds__(ACCUMULATE_NTHREADS) __global__
+void accumulate_wins(bucket_h buckets_[], uint32_t win0, uint32_t nw, uint32_t wbits,
+                     /*const*/ affine_h points_[], const vec2d_t<uint32_t> digits,
+                     const vec2d_t<uint32_t> histogram, uint32_t sid = 0)
+{
+    vec2d_t<bucket_h> buckets{buckets_, 1U<<--wbits};
+    const affine_h* points = points_;
+
+    static __device__ uint32_t streams[MSM_NSTREAMS];
+    uint32_t& current = streams[sid % MSM_NSTREAMS];
+    uint32_t laneid;
+    asm volatile("mov.u32 %0, %laneid;" : "=r"(laneid));
+    const uint32_t degree = bucket_t::degree;
+    const uint32_t warp_sz = WARP_SZ / degree;
+    const uint32_t lane_id = laneid / degree;
+
+    uint32_t x, y;
+    __shared__ uint32_t xchg;
+
+    if (threadIdx.x == 0)
+        xchg = atomicAdd(&current, blockDim.x/degree);
+    __syncthreads();
+    x = xchg + threadIdx.x/degree;
+
+    while (x < (nw << wbits)) {
+        y = win0 + (x >> wbits);
+        x &= (1U << wbits) - 1;
+        const uint32_t* h = &histogram[y][x];
+
+        uint32_t idx, len = h[0];
+
+        asm volatile("{ .reg.pred %did;"
+            "  shfl.sync.up.b32 %0|%did, %1, %2, 0, 0xffffffff;"
+            "  @!%did mov.b32 %0, 0;"
+            "}" : "=r"(idx) : "r"(len), "r"(degree));
+
+        if (lane_id == 0 && x != 0)
+            idx = h[-1];
+
+        if ((len -= idx) && !(x == 0 && y == 0)) {
+            const uint32_t* digs_ptr = &digits[y][idx];
+            uint32_t digit = *digs_ptr++;
+
+            affine_t p = points[digit & 0x7fffffff];
+            bucket_t bucket = p;
+            bucket.cneg(digit >> 31);
+
+            while (--len) {
+                digit = *digs_ptr++;
+                p = points[digit & 0x7fffffff];
+                if (sizeof(bucket) <= 128 || LARGE_L1_CODE_CACHE)
+                    bucket.add(p, digit >> 31);
+                else
+                    bucket.uadd(p, digit >> 31);
+            }
+
+            buckets[y][x] = bucket;
+        } else {
+            buckets[y][x].inf();
+        }
+
+        x = laneid == 0 ? atomicAdd(&current, warp_sz) : 0;
+        x = __shfl_sync(0xffffffff, x, 0) + lane_id;
+    }
+
+    cooperative_groups::this_grid().sync();
+
+    if (threadIdx.x + blockIdx.x == 0)
+        current = 0;
+}
 
 template<class bucket_t, class point_t, class affine_t, class scalar_t,
          class affine_h = class affine_t::mem_t,
@@ -28,6 +116,7 @@ class msm_yield_t {
     size_t npoints;
     uint32_t wbits, nwins;
     size_t max_batch = 0;
+    uint32_t win_group = 0;
     bucket_h *d_buckets;
     affine_h *d_points;
     scalar_t *d_scalars;
@@ -97,6 +186,26 @@ public:
         : msm_yield_t(nullptr, 0, 0, device_id) {};
     uint32_t window_bits() const { return wbits; }
     void set_max_batch(size_t n) { max_batch = n; }
+    // Windows per accumulate launch when invoke() is given `urgent` (0: all of a
+    // batch's in one launch, as sppark).
+    void set_window_group(uint32_t g) { win_group = g; }
+    uint32_t windows() const { return nwins; }
+    // The fewest windows per launch that keep the device's accumulate threads
+    // evenly loaded: every launch ends when its longest thread ends, and a thread
+    // sums a bucket at a time (2^(wbits-1) per window), so a launch of g windows
+    // takes ceil(g*B/T) bucket rounds for g*B/T of work (T threads). At 132 SMs x
+    // 384 threads and 18-bit windows: 1 window 86% busy, 3 windows 97%, 5 99.5%.
+    uint32_t balanced_group(double min_busy = 0.96) const
+    {
+        double threads = (double)gpu.sm_count() * ACCUMULATE_NTHREADS / bucket_t::degree;
+        double per_win = (double)(1U << (wbits-1)) / threads;
+        for (uint32_t g = 1; g < nwins; g++) {
+            double work = g * per_win;
+            if (work / std::ceil(work) >= min_busy)
+                return g;
+        }
+        return nwins;
+    }
     ~msm_yield_t()
     {
         gpu.sync();
@@ -157,9 +266,16 @@ public:
     RustError invoke(point_t& out, const affine_t* points_, size_t npoints,
                                    const scalar_t* scalars, bool mont = true,
                                    size_t ffi_affine_sz = sizeof(affine_t),
-                                   const std::function<void()>& between = {})
+                                   const std::function<void()>& between = {},
+                                   const std::function<bool()>& urgent = {})
     {
         assert(this->npoints == 0 || npoints <= this->npoints);
+        // With `urgent`: a batch's windows in groups of win_group per launch, and
+        // `between` called at a group's end or a batch's only when `urgent()`
+        // says a deadline partition waits (at a batch's end, the next batch's
+        // digits are then drained first; otherwise they run on).
+        const uint32_t group = urgent && win_group && win_group < nwins ? win_group : nwins;
+        auto stop = [&] { return between && (!urgent || urgent()); };
 
         uint32_t lg_npoints = lg2(npoints + npoints/2);
         size_t batch = 1 << (std::max(lg_npoints, wbits) - wbits);
@@ -224,10 +340,34 @@ public:
                 );
                 CUDA_OK(cudaGetLastError());
 
-                gpu[i&1].launch_coop(accumulate<bucket_t, affine_h>,
-                    {gpu.sm_count(), 0},
-                    d_buckets, nwins, wbits, &d_points[d_off], d_digits, d_hist, i&1
-                );
+                if (group == nwins) {
+                    gpu[i&1].launch_coop(accumulate<bucket_t, affine_h>,
+                        {gpu.sm_count(), 0},
+                        d_buckets, nwins, wbits, &d_points[d_off], d_digits, d_hist, i&1
+                    );
+                } else {
+                    for (uint32_t w0 = 0; w0 < nwins; w0 += group) {
+                        uint32_t nw = std::min(group, nwins - w0);
+                        gpu[i&1].launch_coop(accumulate_wins<bucket_t, affine_h>,
+                            {gpu.sm_count(), 0},
+                            d_buckets, w0, nw, wbits, &d_points[d_off], d_digits, d_hist, i&1
+                        );
+                        if (w0 + nw >= nwins)
+                            break;
+                        // Each group synchronized (a gap of a host wake-up, which
+                        // the other MSM thread's kernels fill), so that a deadline
+                        // partition waits for at most the group running when it
+                        // came. Nothing else of this call is queued then: the
+                        // batch's digits are done (its first launch waited for
+                        // them), the next batch's not queued yet, the previous
+                        // batch synchronized.
+                        gpu[i&1].sync();
+                        if (stop()) {
+                            gpu[2].sync();
+                            between();
+                        }
+                    }
+                }
                 gpu[i&1].record(ev);
 
                 integrate<bucket_t><<<nwins, MSM_NTHREADS,
@@ -269,7 +409,7 @@ public:
 
                 // cuzk: between two batches, with nothing of this call's queued
                 // (the next batch's digits drained), the caller's yield point.
-                if (between && i < batch-1) {
+                if (i < batch-1 && stop()) {
                     gpu[2].sync();
                     between();
                 }
@@ -294,7 +434,8 @@ public:
     RustError invoke(point_t& out, affine_ptr_t points, size_t npoints,
                                    scalar_ptr_t scalars, bool mont = true,
                                    size_t ffi_affine_sz = sizeof(affine_t),
-                                   const std::function<void()>& between = {})
+                                   const std::function<void()>& between = {},
+                                   const std::function<bool()>& urgent = {})
     {
         const auto* p_ptr = &points[0];
         if (is_device_ptr<affine_ptr_t>::value) {
@@ -308,7 +449,7 @@ public:
             s_ptr = nullptr;
         }
 
-        return invoke(out, p_ptr, npoints, s_ptr, mont, ffi_affine_sz, between);
+        return invoke(out, p_ptr, npoints, s_ptr, mont, ffi_affine_sz, between, urgent);
     }
 
     RustError invoke(point_t& out, vec_t<scalar_t> scalars, bool mont = true)

@@ -50,19 +50,21 @@ pub(crate) fn g2_sum(points: &[G2Affine], idx: &[u32]) -> G2Projective {
 }
 
 /// The callback the C side is handed with a `*const Gate` (`cuzk_gate_fn` in
-/// `cuda/cuzk.cu`): a device's yield points (`gate.rs`). Nothing unwinds into C.
+/// `cuda/cuzk.cu`): a device's yield points (`gate.rs`); its answer to
+/// `GATE_PENDING`, 0 otherwise. Nothing unwinds into C.
 #[cfg_attr(not(any(cuzk_cuda, test)), allow(dead_code))]
-pub(crate) extern "C" fn gate_op(gate: *const std::ffi::c_void, op: i32) {
+pub(crate) extern "C" fn gate_op(gate: *const std::ffi::c_void, op: i32) -> i32 {
     if gate.is_null() {
-        return;
+        return 0;
     }
     // SAFETY: the C side passes back the pointer it was given with this callback:
     // a device's `Gate`, owned by the backend, which is borrowed across the call.
     let g = unsafe { &*gate.cast::<crate::gate::Gate>() };
     // The gate does not panic (poisoned locks are taken over); if it ever did,
     // unwinding into C is undefined, so the process ends.
-    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.op(op))).is_err() {
-        std::process::abort();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.op(op))) {
+        Ok(r) => r,
+        Err(_) => std::process::abort(),
     }
 }
 
@@ -163,7 +165,7 @@ pub(crate) mod cuda {
     }
 
     /// `cuzk_gate_fn`: a device's yield points (`gate.rs`).
-    pub type GateFn = extern "C" fn(*const c_void, i32);
+    pub type GateFn = extern "C" fn(*const c_void, i32) -> i32;
 
     /// The callback and context the C side is handed for `gate` (none: no yield
     /// points, for deadline work itself).
@@ -246,6 +248,7 @@ pub(crate) mod cuda {
             chunks: *const usize,
             wbits: *mut u32,
             max_batch: *const usize,
+            groups: *mut u32,
             nchunks: usize,
             reps: u32,
             ms: *mut f64,
@@ -303,34 +306,46 @@ pub(crate) mod cuda {
     }
 
     /// One entry of `cuzk_bench_msm`'s: each repetition's time (ms), the sum, the
-    /// yield points the engine's H passed and its window width (0 for sppark's).
+    /// yield points the engine's H passed, its window width and its windows per
+    /// accumulate launch (0 for sppark's).
     pub struct BenchMsm {
         pub ms: Vec<f64>,
         pub sum: blst_p1,
         pub yields: usize,
         pub wbits: u32,
+        pub group: u32,
     }
 
-    /// `cuzk_bench_msm`: per entry of `ways`, (points per call, window width, points
-    /// per batch): a call size of 0 is the engine's H, with that window width and
-    /// batch cap (0: sppark's rule).
+    /// One way of `cuzk_bench_msm`'s: points per call (0: the engine's H), and for
+    /// the engine's H its window width and batch cap (0: sppark's rule) and windows
+    /// per accumulate launch (0: a batch's all, `u32::MAX`: the engine's choice).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct MsmWay {
+        pub chunk: usize,
+        pub wbits: u32,
+        pub max_batch: usize,
+        pub group: u32,
+    }
+
+    /// `cuzk_bench_msm`, per entry of `ways`.
     pub fn bench_msm(
         dev: usize,
         pts: &[G1Affine],
         scalars: &[Scalar],
-        ways: &[(usize, u32, usize)],
+        ways: &[MsmWay],
         reps: u32,
     ) -> Result<Vec<BenchMsm>, (i32, String)> {
         assert_eq!(pts.len(), scalars.len(), "one scalar per point");
-        let chunks: Vec<usize> = ways.iter().map(|w| w.0).collect();
-        let mut wbits: Vec<u32> = ways.iter().map(|w| w.1).collect();
-        let max_batch: Vec<usize> = ways.iter().map(|w| w.2).collect();
+        let chunks: Vec<usize> = ways.iter().map(|w| w.chunk).collect();
+        let mut wbits: Vec<u32> = ways.iter().map(|w| w.wbits).collect();
+        let max_batch: Vec<usize> = ways.iter().map(|w| w.max_batch).collect();
+        let mut groups: Vec<u32> = ways.iter().map(|w| w.group).collect();
         let mut ms = vec![0f64; chunks.len() * reps as usize];
         let mut out = vec![blst_p1::default(); chunks.len()];
         let mut yields = vec![0usize; chunks.len()];
         // SAFETY: the slices are valid for their lengths for the call; `ms`, `out`,
-        // `yields`, `wbits` and `max_batch` have the lengths the C side uses (chunks ×
-        // reps, then chunks each). G1Affine and
+        // `yields`, `wbits`, `max_batch` and `groups` have the lengths the C side uses
+        // (chunks × reps, then chunks each). G1Affine and
         // Scalar are #[repr(transparent)] over blst's types, sppark's host layout.
         check(unsafe {
             cuzk_bench_msm(
@@ -341,6 +356,7 @@ pub(crate) mod cuda {
                 chunks.as_ptr(),
                 wbits.as_mut_ptr(),
                 max_batch.as_ptr(),
+                groups.as_mut_ptr(),
                 chunks.len(),
                 reps,
                 ms.as_mut_ptr(),
@@ -353,7 +369,8 @@ pub(crate) mod cuda {
             .zip(out)
             .zip(yields)
             .zip(wbits)
-            .map(|(((ms, sum), yields), wbits)| BenchMsm { ms: ms.to_vec(), sum, yields, wbits })
+            .zip(groups)
+            .map(|((((ms, sum), yields), wbits), group)| BenchMsm { ms: ms.to_vec(), sum, yields, wbits, group })
             .collect())
     }
 

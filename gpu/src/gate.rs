@@ -153,18 +153,29 @@ impl Drop for UrgentTurn<'_> {
 pub(crate) const GATE_ENTER: i32 = 0;
 pub(crate) const GATE_LEAVE: i32 = 1;
 pub(crate) const GATE_CHECKPOINT: i32 = 2;
+pub(crate) const GATE_PENDING: i32 = 3;
 
 impl Gate {
-    /// One operation from the C side.
-    pub(crate) fn op(&self, op: i32) {
+    /// Whether a deadline partition waits or runs: a bulk thread that paces its
+    /// kernels (H's window groups) syncs and stops at its next yield point only
+    /// then, and otherwise keeps the device fed.
+    pub fn pending(&self) -> bool {
+        self.urgent.load(Ordering::Acquire) > 0
+    }
+
+    /// One operation from the C side; 1 for a pending deadline partition
+    /// (`GATE_PENDING`), else 0.
+    pub(crate) fn op(&self, op: i32) -> i32 {
         match op {
             GATE_ENTER => self.enter(),
             GATE_LEAVE => self.leave(),
             GATE_CHECKPOINT => {
                 self.checkpoint();
             }
+            GATE_PENDING => return i32::from(self.pending()),
             _ => {}
         }
+        0
     }
 }
 
@@ -274,9 +285,17 @@ mod tests {
         let p = (&gate as *const Gate).cast();
         crate::ffi::gate_op(p, GATE_ENTER);
         assert_eq!(gate.running(), 1);
+        assert_eq!(crate::ffi::gate_op(p, GATE_PENDING), 0, "no deadline partition yet");
         crate::ffi::gate_op(p, GATE_CHECKPOINT);
         crate::ffi::gate_op(p, GATE_LEAVE);
         assert_eq!(gate.running(), 0);
+        // A deadline partition's turn makes the bulk side's pending check true
+        // until it ends.
+        let turn = gate.urgent();
+        assert_eq!(crate::ffi::gate_op(p, GATE_PENDING), 1);
+        drop(turn);
+        assert_eq!(crate::ffi::gate_op(p, GATE_PENDING), 0);
         crate::ffi::gate_op(std::ptr::null(), GATE_ENTER);
+        assert_eq!(crate::ffi::gate_op(std::ptr::null(), GATE_PENDING), 0);
     }
 }

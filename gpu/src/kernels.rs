@@ -106,45 +106,86 @@ pub struct MsmRun {
     pub yields: usize,
     /// The engine's H on a device: its window width in bits (0 otherwise).
     pub wbits: u32,
+    /// The engine's H on a device: windows per accumulate launch (its windows:
+    /// one launch per batch; 0 otherwise).
+    pub group: u32,
     /// Wall time of each repetition, ms.
     pub ms: Vec<f64>,
     /// The sum equals the expected one.
     pub correct: bool,
 }
 
-/// Times H's MSM `reps` times per entry of `chunks` (points per call; one at or
-/// above the number of points is a single call; 0 is the engine's H, which on the
-/// CPU is the single call), then twice per entry of `wbits` the engine's H on a
-/// device with windows of that many bits instead of sppark's choice, in sppark's
-/// batches and in batches of at most [`ENGINE_BATCH`] points, and checks every sum.
+/// One way of running H's MSM ([`time_msm_h`]): points per call (0: the engine's
+/// H), and for the engine's H on a device its window width and batch cap (0:
+/// sppark's rule) and windows per accumulate launch ([`GROUP_ENGINE`]: the
+/// engine's choice; 0: all of a batch's in one launch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsmWay {
+    pub chunk: usize,
+    pub wbits: u32,
+    pub max_batch: usize,
+    pub group: u32,
+}
+
+/// [`MsmWay::group`]: the engine's own choice (`balanced_group` in
+/// `cuda/msm_yield.cuh`).
+pub const GROUP_ENGINE: u32 = u32::MAX;
+
+/// The ways `cuzk bench kernels` times: per entry of `chunks` (points per call; 0
+/// is the engine's H as it runs under a gate, its windows in the engine's groups),
+/// then per entry of `wbits` the engine's H with windows of that many bits, in
+/// sppark's batches and in batches of at most [`ENGINE_BATCH`] points, a batch's
+/// windows in one launch, then per entry of `groups` the engine's H with that many
+/// windows per launch (0: a batch's all).
+#[must_use]
+pub fn msm_ways(n: usize, chunks: &[usize], wbits: &[u32], groups: &[u32]) -> Vec<MsmWay> {
+    let way = |chunk, wbits, max_batch, group| MsmWay { chunk, wbits, max_batch, group };
+    chunks
+        .iter()
+        .map(|&c| if c == 0 { way(0, 0, 0, GROUP_ENGINE) } else { way(c.clamp(1, n.max(1)), 0, 0, 0) })
+        .chain(wbits.iter().flat_map(|&w| [way(0, w, 0, 0), way(0, w, ENGINE_BATCH, 0)]))
+        .chain(groups.iter().map(|&g| way(0, 0, 0, g)))
+        .collect()
+}
+
+/// Times H's MSM `reps` times per way of [`msm_ways`] (on the CPU, the engine's
+/// H is the single call) and checks every sum. With window groups, the engine's H
+/// takes a yield point after every launch, as when a deadline partition waits all
+/// along.
 ///
 /// # Errors
 /// [`GpuError::Unavailable`] when `on` names a device this build or host does not
-/// have, or `wbits` is given for the CPU; [`GpuError::Cuda`] when a call fails
-/// (a window width outside 10..=26 included).
-pub fn time_msm_h(on: On, inp: &HInputs, chunks: &[usize], wbits: &[u32], reps: u32) -> Result<Vec<MsmRun>, GpuError> {
+/// have, or `wbits` or `groups` is given for the CPU; [`GpuError::Cuda`] when a
+/// call fails (a window width outside 10..=26 included).
+pub fn time_msm_h(
+    on: On,
+    inp: &HInputs,
+    chunks: &[usize],
+    wbits: &[u32],
+    groups: &[u32],
+    reps: u32,
+) -> Result<Vec<MsmRun>, GpuError> {
     let n = inp.points.len();
-    let ways: Vec<(usize, u32, usize)> = chunks
-        .iter()
-        .map(|&c| (if c == 0 { 0 } else { c.clamp(1, n.max(1)) }, 0, 0))
-        .chain(wbits.iter().flat_map(|&w| [(0, w, 0), (0, w, ENGINE_BATCH)]))
-        .collect();
+    let ways = msm_ways(n, chunks, wbits, groups);
     let expected = inp.expected();
     let results: Vec<Timed> = match on {
-        On::Cpu if !wbits.is_empty() => {
-            return Err(GpuError::Unavailable("window widths are the device MSM's: the CPU's is blst's".into()))
+        On::Cpu if !wbits.is_empty() || !groups.is_empty() => {
+            return Err(GpuError::Unavailable(
+                "window widths and groups are the device MSM's: the CPU's is blst's".into(),
+            ))
         }
-        On::Cpu => ways.iter().map(|&(c, _, _)| cpu_msm(inp, if c == 0 { n.max(1) } else { c }, reps)).collect(),
+        On::Cpu => ways.iter().map(|w| cpu_msm(inp, if w.chunk == 0 { n.max(1) } else { w.chunk }, reps)).collect(),
         On::Cuda(dev) => cuda_msm(dev, inp, &ways, reps)?,
     };
     Ok(ways
         .iter()
         .zip(results)
-        .map(|(&(chunk, _, _), t)| MsmRun {
-            chunk,
-            calls: if chunk == 0 { 1 } else { n.div_ceil(chunk) },
+        .map(|(w, t)| MsmRun {
+            chunk: w.chunk,
+            calls: if w.chunk == 0 { 1 } else { n.div_ceil(w.chunk) },
             yields: t.yields,
             wbits: t.wbits,
+            group: t.group,
             ms: t.ms,
             correct: t.sum == expected,
         })
@@ -191,6 +232,7 @@ struct Timed {
     sum: G1Projective,
     yields: usize,
     wbits: u32,
+    group: u32,
 }
 
 fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> Timed {
@@ -208,7 +250,7 @@ fn cpu_msm(inp: &HInputs, chunk: usize, reps: u32) -> Timed {
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    Timed { ms, sum, yields: 0, wbits: 0 }
+    Timed { ms, sum, yields: 0, wbits: 0, group: 0 }
 }
 
 #[cfg(cuzk_cuda)]
@@ -225,13 +267,23 @@ fn cuda_device(dev: usize) -> Result<(), GpuError> {
 }
 
 #[cfg(cuzk_cuda)]
-fn cuda_msm(dev: usize, inp: &HInputs, ways: &[(usize, u32, usize)], reps: u32) -> Result<Vec<Timed>, GpuError> {
+fn cuda_msm(dev: usize, inp: &HInputs, ways: &[MsmWay], reps: u32) -> Result<Vec<Timed>, GpuError> {
     cuda_device(dev)?;
+    let ways: Vec<_> = ways
+        .iter()
+        .map(|w| crate::ffi::cuda::MsmWay { chunk: w.chunk, wbits: w.wbits, max_batch: w.max_batch, group: w.group })
+        .collect();
     let runs =
-        crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, ways, reps).map_err(cuda_err("H-MSM", dev))?;
+        crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, &ways, reps).map_err(cuda_err("H-MSM", dev))?;
     Ok(runs
         .into_iter()
-        .map(|r| Timed { ms: r.ms, sum: crate::ffi::g1_projective(r.sum), yields: r.yields, wbits: r.wbits })
+        .map(|r| Timed {
+            ms: r.ms,
+            sum: crate::ffi::g1_projective(r.sum),
+            yields: r.yields,
+            wbits: r.wbits,
+            group: r.group,
+        })
         .collect())
 }
 
@@ -247,7 +299,7 @@ fn no_cuda() -> GpuError {
 }
 
 #[cfg(not(cuzk_cuda))]
-fn cuda_msm(_: usize, _: &HInputs, _: &[(usize, u32, usize)], _: u32) -> Result<Vec<Timed>, GpuError> {
+fn cuda_msm(_: usize, _: &HInputs, _: &[MsmWay], _: u32) -> Result<Vec<Timed>, GpuError> {
     Err(no_cuda())
 }
 
@@ -264,16 +316,39 @@ mod tests {
     fn the_cpu_msm_in_chunks_or_whole_gives_the_discrete_log_sum() {
         let inp = HInputs::new(12, 3);
         assert_eq!(inp.points.len(), 4095);
-        let runs = time_msm_h(On::Cpu, &inp, &[usize::MAX, 0, 1000, 1 << 10], &[], 2).unwrap();
+        let runs = time_msm_h(On::Cpu, &inp, &[usize::MAX, 0, 1000, 1 << 10], &[], &[], 2).unwrap();
         let shape: Vec<_> = runs.iter().map(|r| (r.chunk, r.calls, r.yields)).collect();
         assert_eq!(shape, [(4095, 1, 0), (0, 1, 0), (1000, 5, 0), (1024, 4, 0)]);
         assert!(runs.iter().all(|r| r.correct && r.ms.len() == 2));
         // The check can fail: the same points and scalars checked as another seed's.
-        let runs = time_msm_h(On::Cpu, &HInputs { seed: 4, ..inp }, &[usize::MAX], &[], 1).unwrap();
+        let runs = time_msm_h(On::Cpu, &HInputs { seed: 4, ..inp }, &[usize::MAX], &[], &[], 1).unwrap();
         assert!(!runs[0].correct, "points of seed 3 checked as seed 4's");
         // Window widths are the device MSM's.
-        let e = time_msm_h(On::Cpu, &HInputs::new(4, 1), &[usize::MAX], &[19], 1).unwrap_err();
+        let e = time_msm_h(On::Cpu, &HInputs::new(4, 1), &[usize::MAX], &[19], &[], 1).unwrap_err();
         assert!(matches!(e, GpuError::Unavailable(_)), "{e}");
+        // So are window groups.
+        let e = time_msm_h(On::Cpu, &HInputs::new(4, 1), &[usize::MAX], &[], &[3], 1).unwrap_err();
+        assert!(matches!(e, GpuError::Unavailable(_)), "{e}");
+    }
+
+    /// The table's rows: the engine's H in its own groups, window widths with a
+    /// batch's windows in one launch (sppark's batches, then capped), then groups.
+    #[test]
+    fn the_msm_ways_cover_chunks_widths_and_groups() {
+        let w = |chunk, wbits, max_batch, group| MsmWay { chunk, wbits, max_batch, group };
+        let ways = msm_ways(1000, &[usize::MAX, 0, 1 << 8], &[20], &[0, 3]);
+        assert_eq!(
+            ways,
+            [
+                w(1000, 0, 0, 0),
+                w(0, 0, 0, GROUP_ENGINE),
+                w(256, 0, 0, 0),
+                w(0, 20, 0, 0),
+                w(0, 20, ENGINE_BATCH, 0),
+                w(0, 0, 0, 0),
+                w(0, 0, 0, 3),
+            ]
+        );
     }
 
     #[test]
@@ -286,7 +361,7 @@ mod tests {
     #[test]
     fn a_device_this_host_lacks_is_refused_with_the_reason() {
         let inp = HInputs::new(4, 1);
-        let e = time_msm_h(On::Cuda(1 << 20), &inp, &[usize::MAX], &[], 1).unwrap_err();
+        let e = time_msm_h(On::Cuda(1 << 20), &inp, &[usize::MAX], &[], &[], 1).unwrap_err();
         assert!(matches!(e, GpuError::Unavailable(_)), "{e}");
         let e = time_ntt(On::Cuda(1 << 20), 4, 1, 1).unwrap_err();
         assert!(matches!(e, GpuError::Unavailable(_)), "{e}");

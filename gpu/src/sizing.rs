@@ -14,12 +14,12 @@ pub fn device_workspace_bytes(lg: u32) -> u64 {
 }
 
 /// One staging buffer of domain 2^lg: a, b, c, the bit-split index lists
-/// (3 << lg u32 and their counts) and the split rest scalars ((2^lg / 8) × 3).
+/// (3 << lg u32) and the split rest scalars ((2^lg / 8) × 3).
 /// 16.1 GB at 2^27. With `backend.device_buffers = 2` (the default) a device holds
 /// two when its VRAM budget has room, so that one partition uploads while another
 /// computes.
 pub fn device_staging_bytes(lg: u32) -> u64 {
-    ((3 * 32u64 + 3 * 4 + 3 * 32 / 8) << lg) + 16
+    (3 * 32u64 + 3 * 4 + 3 * 32 / 8) << lg
 }
 
 /// Device bytes of a parameter set's points when resident (everything but the

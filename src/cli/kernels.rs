@@ -6,7 +6,9 @@
 //! and in calls of 2^C points per `--chunk-log2` (how the engine cut H for its yield
 //! points before 2026-12-06), so the table gives both a kernel's speed and what
 //! yield points cost. `--wbits` adds rows of the engine's H with other window
-//! widths than sppark's rule picks.
+//! widths than sppark's rule picks, `--groups` rows with other numbers of windows
+//! per accumulate launch (the engine's H yields after each launch when a deadline
+//! partition waits; its rows here take every yield point).
 
 use std::process::ExitCode;
 
@@ -37,6 +39,12 @@ pub struct KernelsArgs {
     /// (comma-separated; a device only; 10..=26).
     #[arg(long, value_delimiter = ',', value_name = "W,...")]
     wbits: Vec<u32>,
+    /// Also the engine's H with G windows per accumulate launch instead of its
+    /// own choice (3 of 15 at 2^27 on an H100 or H200), a yield point after each
+    /// launch (comma-separated; a device only; 0: a batch's windows in one launch,
+    /// yield points between batches only).
+    #[arg(long, value_delimiter = ',', value_name = "G,...")]
+    groups: Vec<u32>,
     /// Repetitions of each kernel (the table gives their median, min and max).
     #[arg(long, default_value_t = 3)]
     reps: u32,
@@ -76,6 +84,9 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
     if on == On::Cpu && !a.wbits.is_empty() {
         bail!("--wbits sets the device MSM's window width: not for the CPU");
     }
+    if on == On::Cpu && !a.groups.is_empty() {
+        bail!("--groups sets the device MSM's windows per launch: not for the CPU");
+    }
     if let Some(w) = a.wbits.iter().find(|w| !(10..=26).contains(*w)) {
         bail!("--wbits {w} is outside 10..=26 (sppark's sort takes up to 26 bits)");
     }
@@ -106,7 +117,7 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
     }
     println!("kernels on {on}, {} repetitions each, times in ms (median, min, max)", a.reps);
     println!(
-        "{:>4}  {:<28} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9}  check",
+        "{:>4}  {:<32} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9}  check",
         "log2", "kernel", "calls", "median", "min", "max", "ns/pt", "vs 1 call"
     );
     let mut wrong = Vec::new();
@@ -115,7 +126,7 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
         let inp = HInputs::new(k, a.seed);
         tracing::info!(log2 = k, ms = t.elapsed().as_millis() as u64, "inputs generated");
         let n = inp.points.len() as f64;
-        let runs = time_msm_h(on, &inp, &chunks, &a.wbits, a.reps)?;
+        let runs = time_msm_h(on, &inp, &chunks, &a.wbits, &a.groups, a.reps)?;
         let one = stats(&runs[0].ms).0;
         for (i, r) in runs.iter().enumerate() {
             // A chunk as large as the whole is the single call again, and a window
@@ -126,20 +137,20 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
             if i > 0
                 && r.chunk == 0
                 && runs[i - 1].chunk == 0
-                && (runs[i - 1].wbits, runs[i - 1].yields) == (r.wbits, r.yields)
+                && (runs[i - 1].wbits, runs[i - 1].yields, runs[i - 1].group) == (r.wbits, r.yields, r.group)
             {
                 continue;
             }
             let (med, min, max) = stats(&r.ms);
             let name = match (i, r.chunk) {
                 (0, _) => "msm_h one call".to_string(),
-                (_, 0) => format!("msm_h engine w{}, {} yields", r.wbits, r.yields),
+                (_, 0) => format!("msm_h engine w{} g{}, {} yields", r.wbits, r.group, r.yields),
                 (_, c) => format!("msm_h chunks of 2^{}", c.trailing_zeros()),
             };
             let vs = if i == 0 { String::new() } else { format!("{:+.1}%", (med / one - 1.0) * 100.0) };
             let check = if r.correct { "ok" } else { "WRONG" };
             println!(
-                "{k:>4}  {name:<28} {:>6} {med:>10.2} {min:>10.2} {max:>10.2} {:>9.2} {vs:>9}  {check}",
+                "{k:>4}  {name:<32} {:>6} {med:>10.2} {min:>10.2} {max:>10.2} {:>9.2} {vs:>9}  {check}",
                 r.calls,
                 med * 1e6 / n
             );
@@ -150,7 +161,7 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
         for (name, ms) in time_ntt(on, k, a.seed, a.reps)? {
             let (med, min, max) = stats(&ms);
             println!(
-                "{k:>4}  {:<28} {:>6} {med:>10.2} {min:>10.2} {max:>10.2} {:>9.2} {:>9}  -",
+                "{k:>4}  {:<32} {:>6} {med:>10.2} {min:>10.2} {max:>10.2} {:>9.2} {:>9}  -",
                 format!("ntt {name}"),
                 "",
                 med * 1e6 / n,
