@@ -1005,6 +1005,13 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         for (int k = 0; k < 2; k++) {
             r1cs_rows<<<blocks, 256, 0, s0>>>(dv[k], r->row_end[k], r->ent[k], r->coeffs, w_in, w_aux, in->n, N);
             CUDA_OK(cudaGetLastError());
+            // Bulk work: a yield point after a's rows (~45 ms at 2^27), so that
+            // the evaluation is two steps, not one (the time in ms[8] then takes
+            // in a deadline partition that ran between them).
+            if (k == 0 && gate.fn && gate.ctx) {
+                s0.sync();
+                hold.checkpoint();
+            }
         }
         hadamard<<<blocks, 256, 0, s0>>>(d_c, d_a, d_b, N);
         CUDA_OK(cudaGetLastError());
