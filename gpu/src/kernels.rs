@@ -131,6 +131,13 @@ pub struct MsmWay {
 /// `cuda/msm_yield.cuh`).
 pub const GROUP_ENGINE: u32 = u32::MAX;
 
+/// Batches sppark's MSM cuts `n` points into with `wbits`-bit windows
+/// (`msm_t::invoke` in sppark/msm/pippenger.cuh, and `msm_yield.cuh`).
+fn sppark_batches(n: usize, wbits: u32) -> usize {
+    let lg = (n + n / 2).max(1).ilog2();
+    ((1usize << (lg.max(wbits) - wbits)) >> 6).max(1)
+}
+
 /// The ways `cuzk bench kernels` times: per entry of `chunks` (points per call; 0
 /// is the engine's H as it runs under a gate, its windows in the engine's groups),
 /// then per entry of `wbits` the engine's H with windows of that many bits, in
@@ -143,7 +150,11 @@ pub fn msm_ways(n: usize, chunks: &[usize], wbits: &[u32], groups: &[u32]) -> Ve
     chunks
         .iter()
         .map(|&c| if c == 0 { way(0, 0, 0, GROUP_ENGINE) } else { way(c.clamp(1, n.max(1)), 0, 0, 0) })
-        .chain(wbits.iter().flat_map(|&w| [way(0, w, 0, 0), way(0, w, ENGINE_BATCH, 0)]))
+        .chain(wbits.iter().flat_map(|&w| {
+            // The capped run only where the cap changes sppark's batches.
+            let capped = sppark_batches(n, w) < n.div_ceil(ENGINE_BATCH);
+            std::iter::once(way(0, w, 0, 0)).chain(capped.then(|| way(0, w, ENGINE_BATCH, 0)))
+        }))
         .chain(groups.iter().map(|&g| way(0, 0, 0, g)))
         .collect()
 }
@@ -339,16 +350,14 @@ mod tests {
         let ways = msm_ways(1000, &[usize::MAX, 0, 1 << 8], &[20], &[0, 3]);
         assert_eq!(
             ways,
-            [
-                w(1000, 0, 0, 0),
-                w(0, 0, 0, GROUP_ENGINE),
-                w(256, 0, 0, 0),
-                w(0, 20, 0, 0),
-                w(0, 20, ENGINE_BATCH, 0),
-                w(0, 0, 0, 0),
-                w(0, 0, 0, 3),
-            ]
+            [w(1000, 0, 0, 0), w(0, 0, 0, GROUP_ENGINE), w(256, 0, 0, 0), w(0, 20, 0, 0), w(0, 0, 0, 0), w(0, 0, 0, 3)]
         );
+        // At 2^27 sppark gives 18-bit windows 8 batches of 2^24 points (the cap
+        // changes nothing) and 21-bit ones a single batch (capped: 8).
+        let n = (1 << 27) - 1;
+        assert_eq!((sppark_batches(n, 18), sppark_batches(n, 21)), (8, 1));
+        let ways = msm_ways(n, &[], &[18, 21], &[]);
+        assert_eq!(ways, [w(0, 18, 0, 0), w(0, 21, 0, 0), w(0, 21, ENGINE_BATCH, 0)]);
     }
 
     #[test]
