@@ -197,7 +197,11 @@ public:
     // 384 threads and 18-bit windows: 1 window 86% busy, 3 windows 97%, 5 99.5%.
     uint32_t balanced_group(double min_busy = 0.96) const
     {
-        double threads = (double)gpu.sm_count() * ACCUMULATE_NTHREADS / bucket_t::degree;
+        // The block size the launch gets (launch_coop: the kernel's maximum), not
+        // ACCUMULATE_NTHREADS, which the host pass sees for pre-Ampere devices.
+        cudaFuncAttributes attr;
+        CUDA_OK(cudaFuncGetAttributes(&attr, accumulate_wins<bucket_t, affine_h>));
+        double threads = (double)gpu.sm_count() * attr.maxThreadsPerBlock / bucket_t::degree;
         double per_win = (double)(1U << (wbits-1)) / threads;
         for (uint32_t g = 1; g < nwins; g++) {
             double work = g * per_win;
