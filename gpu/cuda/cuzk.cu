@@ -765,8 +765,9 @@ void ones_sum(bucket_h ret[], const affine_h points[], const uint32_t idx[], uin
         ret[tid/warp_sz] = acc;
 }
 
-// Indices per launch of a 0/1 sum under a gate: a step of ~10 ms at 2^24 (the
-// ones of a 32GiB partition's L are ~2^26-2^27), a yield point after each.
+// Indices per launch of a 0/1 sum under a gate, a yield point after each: the
+// engine's H batch size (an estimate of ~10-20 ms a launch at 2^27 on an H100, not
+// yet measured; a 32GiB partition's lists run to tens of millions of indices).
 static const size_t ONES_RANGE = (size_t)1 << 24;
 
 // Sum of the resident points at the `n` indices already on the device at
