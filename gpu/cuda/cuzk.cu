@@ -90,6 +90,15 @@ struct gate_hold {
     bool pending() const { return in && g.op(GATE_PENDING) != 0; }
     void release() { if (in) { in = false; g.op(GATE_LEAVE); } }
     ~gate_hold() { release(); }
+    // msm_yield_t::invoke's pair: a yield point (`between`) at batch and window-group
+    // ends, taken only while a deadline partition waits (`urgent`). Both empty
+    // without a gate (deadline work itself, warm-up): no groups, no yield points.
+    struct yields_t { std::function<void()> between; std::function<bool()> urgent; };
+    yields_t yields()
+    {
+        if (!g.fn || !g.ctx) return {};
+        return {[this] { checkpoint(); }, [this] { return pending(); }};
+    }
 };
 
 // ---------------------------------------------------------------- devices
@@ -833,14 +842,9 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     point rest;
     // Bulk work: yield points between the rest MSM's batches and window groups,
     // taken while a deadline partition waits (msm_yield.cuh).
-    std::function<void()> between;
-    std::function<bool()> urgent;
-    if (hold.g.fn && hold.g.ctx) {
-        between = [&] { hold.checkpoint(); };
-        urgent = [&] { return hold.pending(); };
-    }
+    auto y = hold.yields();
     RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, dev_ptr_t<fr_t>((fr_t*)d_rest_s), false,
-                                sizeof(affine), between, urgent);
+                                sizeof(affine), y.between, y.urgent);
     if (err.code != cudaSuccess) {
         std::string m = err.message ? err.message : "split MSM failed";
         free(err.message);
@@ -1092,14 +1096,9 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
                 // Within a batch, its windows go in groups (balanced_group: 3 of
                 // 15 at 2^27), a yield point after each, taken only while a
                 // deadline partition waits.
-                std::function<void()> between;
-                std::function<bool()> urgent;
-                if (gate.fn && gate.ctx) {
-                    between = [&] { hh.checkpoint(); };
-                    urgent = [&] { return hh.pending(); };
-                }
+                auto y = hh.yields();
                 err = srs->h->invoke(out->h, dev_ptr_t<affine_t>((affine_t*)srs->ph), N - 1,
-                                     dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), between, urgent);
+                                     dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), y.between, y.urgent);
             } else {
                 msm_box<msm_g1_t> msm{new msm_g1_t(nullptr, N - 1, sizeof(affine_t), gpu.id())};
                 err = msm->invoke(out->h, in->h_pts, N - 1, dev_ptr_t<fr_t>(d_a), true);

@@ -316,23 +316,12 @@ pub(crate) mod cuda {
         pub group: u32,
     }
 
-    /// One way of `cuzk_bench_msm`'s: points per call (0: the engine's H), and for
-    /// the engine's H its window width and batch cap (0: sppark's rule) and windows
-    /// per accumulate launch (0: a batch's all, `u32::MAX`: the engine's choice).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct MsmWay {
-        pub chunk: usize,
-        pub wbits: u32,
-        pub max_batch: usize,
-        pub group: u32,
-    }
-
-    /// `cuzk_bench_msm`, per entry of `ways`.
+    /// `cuzk_bench_msm`, per entry of `ways` (the bench's [`crate::kernels::MsmWay`]).
     pub fn bench_msm(
         dev: usize,
         pts: &[G1Affine],
         scalars: &[Scalar],
-        ways: &[MsmWay],
+        ways: &[crate::kernels::MsmWay],
         reps: u32,
     ) -> Result<Vec<BenchMsm>, (i32, String)> {
         assert_eq!(pts.len(), scalars.len(), "one scalar per point");

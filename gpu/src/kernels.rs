@@ -280,12 +280,8 @@ fn cuda_device(dev: usize) -> Result<(), GpuError> {
 #[cfg(cuzk_cuda)]
 fn cuda_msm(dev: usize, inp: &HInputs, ways: &[MsmWay], reps: u32) -> Result<Vec<Timed>, GpuError> {
     cuda_device(dev)?;
-    let ways: Vec<_> = ways
-        .iter()
-        .map(|w| crate::ffi::cuda::MsmWay { chunk: w.chunk, wbits: w.wbits, max_batch: w.max_batch, group: w.group })
-        .collect();
     let runs =
-        crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, &ways, reps).map_err(cuda_err("H-MSM", dev))?;
+        crate::ffi::cuda::bench_msm(dev, &inp.points, &inp.scalars, ways, reps).map_err(cuda_err("H-MSM", dev))?;
     Ok(runs
         .into_iter()
         .map(|r| Timed {
