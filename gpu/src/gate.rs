@@ -6,15 +6,18 @@
 //! staging buffer and resident parameters, `cuda/backend.rs`), and [`Gate`] keeps
 //! the two from sharing the device's streams at once: the bulk side's threads
 //! (a partition's main thread and its H-MSM thread, a parameter upload) check in at
-//! yield points between their kernels — after a, b, c and after each array's NTTs,
-//! between the batches of the H MSM's one call (`msm_yield.cuh`), between the L, A
-//! and B MSMs and between the two halves of each (the ones' sum, the rest's MSM),
-//! between chunks of a parameter upload — each point a place where the thread has
-//! nothing queued on the device. A deadline partition takes its turn
-//! ([`Gate::urgent`]) once every bulk thread is at such a point or outside; bulk
-//! threads that reach one meanwhile wait until it is done. So a deadline partition
-//! waits at most for one step of the bulk work (an H batch, ~0.14 s at 2^27 on an
-//! H100), not for the whole partition.
+//! yield points between their kernels — between a's and b's rows and after c, after
+//! each NTT and after H on the coset, between the batches of every MSM and between
+//! the window groups inside a batch (`msm_yield.cuh`), between the L, A and B MSMs
+//! and between the two halves of each (the 0/1 sums in ranges of 2^24 indices, the
+//! rest's MSM), between chunks of a parameter upload — each point a place where the
+//! thread has nothing queued on the device. The points inside a batch and between
+//! 0/1-sum ranges are taken only while a deadline partition waits
+//! ([`Gate::pending`]). A deadline partition takes its turn ([`Gate::urgent`]) once
+//! every bulk thread is at such a point or outside; bulk threads that reach one
+//! meanwhile wait until it is done. So a deadline partition waits at most for one
+//! step of the bulk work (a window group of H, ~29 ms at 2^27 on an H100; a whole
+//! batch was ~0.14 s), not for the whole partition.
 //!
 //! The C side (`cuda/cuzk.cu`) calls back into [`Gate`] through `ffi::gate_op`; the
 //! gate itself knows nothing of CUDA, so its ordering is tested here without a GPU.

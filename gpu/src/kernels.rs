@@ -143,7 +143,8 @@ fn sppark_batches(n: usize, wbits: u32) -> usize {
 /// then per entry of `wbits` the engine's H with windows of that many bits, in
 /// sppark's batches and in batches of at most [`ENGINE_BATCH`] points, a batch's
 /// windows in one launch, then per entry of `groups` the engine's H with that many
-/// windows per launch (0: a batch's all).
+/// windows per launch (0: a batch's all), at sppark's width and at each of `wbits`
+/// (in sppark's batches; group 0 there is the width's own row).
 #[must_use]
 pub fn msm_ways(n: usize, chunks: &[usize], wbits: &[u32], groups: &[u32]) -> Vec<MsmWay> {
     let way = |chunk, wbits, max_batch, group| MsmWay { chunk, wbits, max_batch, group };
@@ -156,6 +157,7 @@ pub fn msm_ways(n: usize, chunks: &[usize], wbits: &[u32], groups: &[u32]) -> Ve
             std::iter::once(way(0, w, 0, 0)).chain(capped.then(|| way(0, w, ENGINE_BATCH, 0)))
         }))
         .chain(groups.iter().map(|&g| way(0, 0, 0, g)))
+        .chain(wbits.iter().flat_map(|&w| groups.iter().filter(|&&g| g != 0).map(move |&g| way(0, w, 0, g))))
         .collect()
 }
 
@@ -339,14 +341,23 @@ mod tests {
     }
 
     /// The table's rows: the engine's H in its own groups, window widths with a
-    /// batch's windows in one launch (sppark's batches, then capped), then groups.
+    /// batch's windows in one launch (sppark's batches, then capped), then groups
+    /// at sppark's width and at each width given.
     #[test]
     fn the_msm_ways_cover_chunks_widths_and_groups() {
         let w = |chunk, wbits, max_batch, group| MsmWay { chunk, wbits, max_batch, group };
         let ways = msm_ways(1000, &[usize::MAX, 0, 1 << 8], &[20], &[0, 3]);
         assert_eq!(
             ways,
-            [w(1000, 0, 0, 0), w(0, 0, 0, GROUP_ENGINE), w(256, 0, 0, 0), w(0, 20, 0, 0), w(0, 0, 0, 0), w(0, 0, 0, 3)]
+            [
+                w(1000, 0, 0, 0),
+                w(0, 0, 0, GROUP_ENGINE),
+                w(256, 0, 0, 0),
+                w(0, 20, 0, 0),
+                w(0, 0, 0, 0),
+                w(0, 0, 0, 3),
+                w(0, 20, 0, 3)
+            ]
         );
         // At 2^27 sppark gives 18-bit windows 8 batches of 2^24 points (the cap
         // changes nothing) and 21-bit ones a single batch (capped: 8).

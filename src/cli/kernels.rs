@@ -7,8 +7,9 @@
 //! points before 2026-12-06), so the table gives both a kernel's speed and what
 //! yield points cost. `--wbits` adds rows of the engine's H with other window
 //! widths than sppark's rule picks, `--groups` rows with other numbers of windows
-//! per accumulate launch (the engine's H yields after each launch when a deadline
-//! partition waits; its rows here take every yield point).
+//! per accumulate launch, at sppark's width and at each `--wbits` one (the engine's
+//! H yields after each launch when a deadline partition waits; its rows here take
+//! every yield point).
 
 use std::process::ExitCode;
 
@@ -41,8 +42,9 @@ pub struct KernelsArgs {
     wbits: Vec<u32>,
     /// Also the engine's H with G windows per accumulate launch instead of its
     /// own choice (3 of 15 at 2^27 on an H100 or H200), a yield point after each
-    /// launch (comma-separated; a device only; 0: a batch's windows in one launch,
-    /// yield points between batches only).
+    /// launch, at sppark's width and at each `--wbits` width (comma-separated; a
+    /// device only; 0: a batch's windows in one launch, yield points between
+    /// batches only).
     #[arg(long, value_delimiter = ',', value_name = "G,...")]
     groups: Vec<u32>,
     /// Repetitions of each kernel (the table gives their median, min and max).
