@@ -23,6 +23,7 @@ typedef fr_t scalar_t;
 #include <msm/pippenger.cuh>
 #include <ntt/ntt.cuh>
 #include "msm_yield.cuh"
+#include "ntt_yield.cuh"
 
 #include <chrono>
 #include <exception>
@@ -1035,21 +1036,25 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     // Coefficients (iNTT, natural in, bit-reversed out) and evaluations on the coset
     // g*<w> (NTT, bit-reversed in, natural out); each compute stream waits only for
     // its own array.
+    // Bulk work: a yield point after each kernel of each transform (ntt_yield.cuh:
+    // three radix steps of ~15 ms at 2^27 on an H100, the coset powers besides)
+    // instead of one after the whole phase (~0.33 s, with a, b, c ~0.42 s). The
+    // three streams' transforms are memory-bound and do not overlap anyway (`cuzk
+    // bench kernels` times the phase at the sum of its transforms), so the syncs
+    // should cost next to nothing. Deadline work (no gate) keeps the streams and
+    // sppark's own sequence.
+    std::function<void()> ntt_point;
+    if (gate.fn && gate.ctx) ntt_point = [&] { hold.checkpoint(); };
     for (int k = 0; k < 3; k++) {
         stream_t& s = gpu[k];
         CUDA_OK(cudaStreamWaitEvent(s, st->arrived[k], 0));
-        NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
+        ntt_yield_t::run(s, dv[k], in->lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard, ntt_point);
         trace(gpu, "intt");
-        // Bulk work: a yield point after each transform (~45 ms at 2^27 on an
-        // H100) instead of one after the whole phase (~0.33 s, with a, b, c ~0.42 s).
-        // The three streams' transforms are memory-bound and do not overlap anyway
-        // (`cuzk bench kernels` times the phase at the sum of its transforms), so the
-        // syncs should cost next to nothing. Deadline work (no gate) keeps the streams.
         if (gate.fn && gate.ctx) {
             s.sync();
             hold.checkpoint();
         }
-        NTT::Base_dev_ptr(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
+        ntt_yield_t::run(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset, ntt_point);
         trace(gpu, "coset ntt");
         if (gate.fn && gate.ctx) {
             s.sync();
@@ -1069,7 +1074,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         gpu.sync();
         hold.checkpoint();
     }
-    NTT::Base_dev_ptr(gpu[0], d_a, in->lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
+    ntt_yield_t::run(gpu[0], d_a, in->lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset, ntt_point);
     trace(gpu, "coset intt");
     gpu.sync();
     // Every upload into the buffer (the lists too) is done before the MSMs read them.
@@ -1311,13 +1316,26 @@ extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t*
     CUZK_CATCH
 }
 
+// Sets *flag when any word of a and b differ (the bench's check of a kernel copy).
+__global__ void words_differ(const uint32_t* a, const uint32_t* b, size_t n, uint32_t* flag)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        if (a[i] != b[i]) {
+            *flag = 1;
+            return;
+        }
+}
+
 // The NTT phase of a partition over 2^lg values (a, b and c all start as
-// `values`, which holds 2^lg scalars): per repetition r, ms[4r..4r+4] = one iNTT
+// `values`, which holds 2^lg scalars): per repetition r, ms[5r..5r+5] = one iNTT
 // (natural in, bit-reversed out), one coset NTT (bit-reversed in, natural out),
 // one coset iNTT (natural in and out), each alone on one stream, then the whole
-// phase as execute_partition runs it (three arrays on three streams, H on the
-// coset, the coset iNTT). Timing only: the transforms' results are checked by the
-// proof tests, not here.
+// phase as a partition runs it without a gate (three arrays on three streams, H on
+// the coset, the coset iNTT), then the same with a yield point after every kernel
+// as bulk work runs it under a gate (ntt_yield.cuh), whose result must equal the
+// previous one word for word (an error otherwise). The transforms themselves are
+// checked by the proof tests.
+
 extern "C" RustError cuzk_bench_ntt(size_t dev, const fr_t* values, uint32_t lg, uint32_t reps, double* ms)
 {
     CUZK_TRY
@@ -1325,31 +1343,18 @@ extern "C" RustError cuzk_bench_ntt(size_t dev, const fr_t* values, uint32_t lg,
         throw cuda_error(cudaErrorInvalidValue, std::string("no repetitions"));
     const gpu_t& gpu = select_gpu((int)dev);
     const size_t N = (size_t)1 << lg;
-    dev_ptr_t<fr_t> d{3 * N, gpu[0]};
+    dev_ptr_t<fr_t> d{4 * N, gpu[0]};
     fr_t* dv[3] = {&d[0], &d[N], &d[2 * N]};
+    fr_t* want = &d[3 * N];
     fr_t z;
     memset((void*)&z, 0, sizeof(z));
-    for (uint32_t r = 0; r < reps; r++) {
-        for (int k = 0; k < 3; k++) gpu[0].HtoD(dv[k], values, N);
-        gpu[0].sync();
-        auto t = std::chrono::steady_clock::now();
-        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
-        gpu[0].sync();
-        ms[4 * r] = ms_since(t);
-        t = std::chrono::steady_clock::now();
-        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
-        gpu[0].sync();
-        ms[4 * r + 1] = ms_since(t);
-        t = std::chrono::steady_clock::now();
-        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
-        gpu[0].sync();
-        ms[4 * r + 2] = ms_since(t);
-        gpu[0].HtoD(dv[0], values, N);
-        gpu[0].sync();
-        t = std::chrono::steady_clock::now();
+    dev_ptr_t<uint32_t> differs{1, gpu[0]};
+    auto phase = [&](const std::function<void()>& between) {
         for (int k = 0; k < 3; k++) {
-            NTT::Base_dev_ptr(gpu[k], dv[k], lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
-            NTT::Base_dev_ptr(gpu[k], dv[k], lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
+            ntt_yield_t::run(gpu[k], dv[k], lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard, between);
+            if (between) gpu[k].sync();
+            ntt_yield_t::run(gpu[k], dv[k], lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset, between);
+            if (between) gpu[k].sync();
         }
         event_t ev_b, ev_c;
         ev_b.record(gpu[1]);
@@ -1358,9 +1363,47 @@ extern "C" RustError cuzk_bench_ntt(size_t dev, const fr_t* values, uint32_t lg,
         ev_c.wait(gpu[0]);
         h_on_coset<<<gpu.sm_count() * 4, 256, 0, gpu[0]>>>(dv[0], dv[1], dv[2], z, N);
         CUDA_OK(cudaGetLastError());
-        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
+        if (between) gpu.sync();
+        ntt_yield_t::run(gpu[0], dv[0], lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset, between);
         gpu.sync();
-        ms[4 * r + 3] = ms_since(t);
+    };
+    for (uint32_t r = 0; r < reps; r++) {
+        for (int k = 0; k < 3; k++) gpu[0].HtoD(dv[k], values, N);
+        gpu[0].sync();
+        auto t = std::chrono::steady_clock::now();
+        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::NR, NTT::Direction::inverse, NTT::Type::standard);
+        gpu[0].sync();
+        ms[5 * r] = ms_since(t);
+        t = std::chrono::steady_clock::now();
+        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset);
+        gpu[0].sync();
+        ms[5 * r + 1] = ms_since(t);
+        t = std::chrono::steady_clock::now();
+        NTT::Base_dev_ptr(gpu[0], dv[0], lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset);
+        gpu[0].sync();
+        ms[5 * r + 2] = ms_since(t);
+        gpu[0].HtoD(dv[0], values, N);
+        gpu[0].sync();
+        t = std::chrono::steady_clock::now();
+        phase(nullptr); // sppark's own sequence, the three streams at once
+        ms[5 * r + 3] = ms_since(t);
+        // The phase as bulk work runs it under a gate (ntt_yield.cuh: a sync and a
+        // yield point after each kernel, the arrays in turn), checked against sppark's.
+        CUDA_OK(cudaMemcpyAsync(want, dv[0], N * sizeof(fr_t), cudaMemcpyDeviceToDevice, gpu[0]));
+        for (int k = 0; k < 3; k++) gpu[0].HtoD(dv[k], values, N);
+        gpu[0].sync();
+        t = std::chrono::steady_clock::now();
+        phase([] {});
+        ms[5 * r + 4] = ms_since(t);
+        CUDA_OK(cudaMemsetAsync(&differs[0], 0, sizeof(uint32_t), gpu[0]));
+        words_differ<<<gpu.sm_count() * 4, 256, 0, gpu[0]>>>((const uint32_t*)want, (const uint32_t*)dv[0],
+                                                              N * sizeof(fr_t) / 4, &differs[0]);
+        CUDA_OK(cudaGetLastError());
+        uint32_t bad = 0;
+        gpu[0].DtoH(&bad, &differs[0], 1);
+        gpu[0].sync();
+        if (bad)
+            throw cuda_error(cudaErrorUnknown, std::string("the NTT phase with yield points differs from sppark's"));
     }
     CUZK_CATCH
 }

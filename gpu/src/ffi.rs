@@ -363,14 +363,16 @@ pub(crate) mod cuda {
             .collect())
     }
 
-    /// `cuzk_bench_ntt`: per repetition, the iNTT, coset NTT, coset iNTT and whole
-    /// NTT phase times (ms) over 2^lg values.
-    pub fn bench_ntt(dev: usize, values: &[Scalar], reps: u32) -> Result<Vec<[f64; 4]>, (i32, String)> {
+    /// `cuzk_bench_ntt`: per repetition, the iNTT, coset NTT, coset iNTT, whole NTT
+    /// phase and whole phase with a yield point after every kernel (its result
+    /// checked against the phase's: an error when they differ) times (ms) over
+    /// 2^lg values.
+    pub fn bench_ntt(dev: usize, values: &[Scalar], reps: u32) -> Result<Vec<[f64; 5]>, (i32, String)> {
         assert!(values.len().is_power_of_two(), "a power of two of values");
-        let mut ms = vec![0f64; 4 * reps as usize];
-        // SAFETY: `values` holds 2^lg scalars, `ms` 4 × reps slots, for the call.
+        let mut ms = vec![0f64; 5 * reps as usize];
+        // SAFETY: `values` holds 2^lg scalars, `ms` 5 × reps slots, for the call.
         check(unsafe { cuzk_bench_ntt(dev, values.as_ptr(), values.len().trailing_zeros(), reps, ms.as_mut_ptr()) })?;
-        Ok(ms.chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
+        Ok(ms.chunks(5).map(|c| [c[0], c[1], c[2], c[3], c[4]]).collect())
     }
 
     pub fn info(id: usize) -> Result<GpuInfo, (i32, String)> {

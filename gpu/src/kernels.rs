@@ -206,9 +206,12 @@ pub fn time_msm_h(
 }
 
 /// NTT phase timings, ms per repetition, by name: on a device `intt`, `coset_ntt`,
-/// `coset_intt` (each alone on one stream) and `phase` (a partition's: three
-/// arrays on three streams, H on the coset, the coset iNTT); on the CPU `forward` (one
-/// transform, all cores). Timing only: the transforms are checked by the proof tests.
+/// `coset_intt` (each alone on one stream), `phase` (a partition's: three arrays on
+/// three streams, H on the coset, the coset iNTT) and `phase_yield` (the same as
+/// bulk work runs it under a gate: the arrays in turn, a sync and a yield point
+/// after every kernel; its result checked word for word against `phase`'s); on
+/// the CPU `forward` (one transform, all cores). The transforms themselves are
+/// checked by the proof tests.
 ///
 /// # Errors
 /// As [`time_msm_h`].
@@ -232,7 +235,7 @@ pub fn time_ntt(on: On, log2: u32, seed: u64, reps: u32) -> Result<Vec<(&'static
         }
         On::Cuda(dev) => {
             let per_rep = cuda_ntt(dev, &values, reps)?;
-            let names = ["intt", "coset_ntt", "coset_intt", "phase"];
+            let names = ["intt", "coset_ntt", "coset_intt", "phase", "phase_yield"];
             Ok(names.iter().enumerate().map(|(i, &name)| (name, per_rep.iter().map(|r| r[i]).collect())).collect())
         }
     }
@@ -297,7 +300,7 @@ fn cuda_msm(dev: usize, inp: &HInputs, ways: &[MsmWay], reps: u32) -> Result<Vec
 }
 
 #[cfg(cuzk_cuda)]
-fn cuda_ntt(dev: usize, values: &[Scalar], reps: u32) -> Result<Vec<[f64; 4]>, GpuError> {
+fn cuda_ntt(dev: usize, values: &[Scalar], reps: u32) -> Result<Vec<[f64; 5]>, GpuError> {
     cuda_device(dev)?;
     crate::ffi::cuda::bench_ntt(dev, values, reps).map_err(cuda_err("NTT", dev))
 }
@@ -313,7 +316,7 @@ fn cuda_msm(_: usize, _: &HInputs, _: &[MsmWay], _: u32) -> Result<Vec<Timed>, G
 }
 
 #[cfg(not(cuzk_cuda))]
-fn cuda_ntt(_: usize, _: &[Scalar], _: u32) -> Result<Vec<[f64; 4]>, GpuError> {
+fn cuda_ntt(_: usize, _: &[Scalar], _: u32) -> Result<Vec<[f64; 5]>, GpuError> {
     Err(no_cuda())
 }
 
