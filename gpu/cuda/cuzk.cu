@@ -614,12 +614,16 @@ __global__ void scatter_aux(fr_t* w_aux, const uint32_t* ones, size_t nones,
 
 // out = M.w for rows < `rows`, 0 up to N: one thread per row. Most coefficients are
 // 1, -1 or 2 and need no multiplication (the host's products special-case them too).
+// Rows of A or B evaluated per launch by bulk work under a gate (a yield point
+// after each).
+static const size_t ABC_RANGE = (size_t)1 << 25;
+
 __global__ void r1cs_rows(fr_t* out, const uint32_t* row_end, const r1cs_entry* ent, const fr_t* coeffs,
-                          const fr_t* w_in, const fr_t* w_aux, size_t rows, size_t N)
+                          const fr_t* w_in, const fr_t* w_aux, size_t rows, size_t i0, size_t i1)
 {
-    size_t i = threadIdx.x + (size_t)blockIdx.x * blockDim.x;
+    size_t i = i0 + threadIdx.x + (size_t)blockIdx.x * blockDim.x;
     size_t stride = (size_t)blockDim.x * gridDim.x;
-    for (; i < N; i += stride) {
+    for (; i < i1; i += stride) {
         fr_t acc;
         acc.zero();
         if (i < rows) {
@@ -1008,15 +1012,22 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
             CUDA_OK(cudaGetLastError());
         }
         unsigned blocks = (unsigned)std::min<size_t>((N + 255) / 256, (size_t)gpu.sm_count() * 16);
+        // Bulk work: rows in ranges of ABC_RANGE, a yield point after each (a's
+        // rows of a 32GiB partition are ~45 ms at 2^27 on an H100, b's fewer: 8
+        // steps of ~11 ms or less instead of two; the time in ms[8] then takes in a
+        // deadline partition that ran between them). Deadline work: one launch each.
+        const bool gated = gate.fn && gate.ctx;
+        const size_t range = gated ? ABC_RANGE : N;
         for (int k = 0; k < 2; k++) {
-            r1cs_rows<<<blocks, 256, 0, s0>>>(dv[k], r->row_end[k], r->ent[k], r->coeffs, w_in, w_aux, in->n, N);
-            CUDA_OK(cudaGetLastError());
-            // Bulk work: a yield point after a's rows (~45 ms at 2^27), so that
-            // the evaluation is two steps, not one (the time in ms[8] then takes
-            // in a deadline partition that ran between them).
-            if (k == 0 && gate.fn && gate.ctx) {
-                s0.sync();
-                hold.checkpoint();
+            for (size_t i0 = 0; i0 < N; i0 += range) {
+                size_t i1 = std::min(N, i0 + range);
+                unsigned nb = (unsigned)std::min<size_t>((i1 - i0 + 255) / 256, (size_t)gpu.sm_count() * 16);
+                r1cs_rows<<<nb, 256, 0, s0>>>(dv[k], r->row_end[k], r->ent[k], r->coeffs, w_in, w_aux, in->n, i0, i1);
+                CUDA_OK(cudaGetLastError());
+                if (gated && (k == 0 || i1 < N)) {
+                    s0.sync();
+                    hold.checkpoint();
+                }
             }
         }
         hadamard<<<blocks, 256, 0, s0>>>(d_c, d_a, d_b, N);
