@@ -4,12 +4,14 @@
 //
 // sppark 0.1.16's NTT::NTT_internal (sppark/ntt/ntt.cuh) with a yield point between
 // its kernels: a transform of 2^19..2^30 values is three radix steps (bit reversal
-// and the coset powers besides), ~15 ms each at 2^27 on an H100 where the whole
-// transform is ~45-51 ms, the longest step of bulk work a deadline partition waited
-// for once H's MSM yields between window groups (~29 ms). The kernels and their
-// launchers are sppark's (ntt/kernels.cu, which ntt.cuh includes first); only the
-// host sequence is copied, with `between()` after each kernel once the stream has
-// drained. Keep in step with the sppark version pinned in gpu/Cargo.toml.
+// and the coset powers besides), ~15 ms each at 2^27 on an H100, where the whole
+// transform (~45-51 ms) was the longest step of bulk work a deadline partition
+// waited for once H's MSM yields between window groups (~29 ms). Stepped from 2^24
+// values up (~5 ms a transform there). The kernels and their launchers are
+// sppark's (ntt/kernels.cu, which ntt.cuh includes first); only the host sequence
+// is copied, with `between()` after each kernel once the stream has drained. Keep
+// in step with the sppark version pinned in gpu/Cargo.toml. `cuzk bench kernels`
+// checks the stepped phase word for word against sppark's (`ntt phase_yield`).
 
 #ifndef CUZK_NTT_YIELD_CUH
 #define CUZK_NTT_YIELD_CUH
@@ -58,11 +60,14 @@ class ntt_yield_t : public NTT {
 
 public:
     // NTT::Base_dev_ptr, with `between` (if any) called after each kernel once
-    // `stream` has nothing of the transform queued. Without `between`: sppark's own.
+    // `stream` has nothing of the transform queued. Without `between`, or below
+    // 2^MIN_LG values (a whole transform is a few ms or less there: steps would add
+    // syncs and gain nothing): sppark's own.
+    static const uint32_t MIN_LG = 24;
     static void run(stream_t& stream, fr_t* d_inout, uint32_t lg, InputOutputOrder order, Direction direction,
                     Type type, const std::function<void()>& between)
     {
-        if (!between || lg > 40) {
+        if (!between || lg < MIN_LG || lg > 40) {
             NTT_internal(d_inout, lg, order, direction, type, stream);
             return;
         }
