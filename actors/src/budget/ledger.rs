@@ -1,7 +1,10 @@
 //! The accounting behind a budget: capacity, what is reserved, who waits.
 //!
 //! Two classes of request. Bulk work (PoRep, SnapDeals, parameters, recordings)
-//! may use the budget less its deadline reserve, in FIFO order. Urgent work
+//! may use the budget less its deadline reserve, highest priority first and in FIFO
+//! order within a priority (the job's, as every stage queue serves it: a SnapDeals
+//! job given a base above PoRep's in `[ingest.priority]` passes queued PoRep
+//! partitions here too, not only in the queues). Urgent work
 //! (deadline proofs: WinningPoSt, WindowPoSt) may use all of it and goes ahead of
 //! every bulk waiter: it is granted at once when it fits, else it waits at the
 //! front, and the next memory returned goes to it. So a WinningPoSt never queues
@@ -20,6 +23,8 @@ use crate::ground::{BudgetError, ByteSize};
 
 struct Waiter {
     bytes: u64,
+    /// Bulk waiters are kept in descending priority, FIFO within one.
+    priority: i32,
     tx: oneshot::Sender<Reservation>,
 }
 
@@ -27,7 +32,7 @@ struct Waiter {
 struct State {
     used: u64,
     peak: u64,
-    /// Bulk waiters, FIFO.
+    /// Bulk waiters, highest priority first, FIFO within a priority.
     waiters: VecDeque<Waiter>,
     /// Urgent waiters, FIFO, all served before any bulk waiter.
     urgent: VecDeque<Waiter>,
@@ -126,11 +131,20 @@ impl Ledger {
         self.reserve_as(bytes, Class::Bulk)
     }
 
-    /// Asks for `bytes` as `class` (module docs).
+    /// Asks for `bytes` as `class` at priority 0 (module docs).
     ///
     /// # Errors
     /// [`BudgetError::ExceedsCapacity`] when `bytes` exceeds what the class may hold.
     pub fn reserve_as(self: &Arc<Self>, bytes: u64, class: Class) -> Result<Grant, BudgetError> {
+        self.reserve_ranked(bytes, class, 0)
+    }
+
+    /// Asks for `bytes` as `class`; a bulk request waits behind bulk waiters of its
+    /// priority or higher only, and ahead of lower ones (module docs).
+    ///
+    /// # Errors
+    /// [`BudgetError::ExceedsCapacity`] when `bytes` exceeds what the class may hold.
+    pub fn reserve_ranked(self: &Arc<Self>, bytes: u64, class: Class, priority: i32) -> Result<Grant, BudgetError> {
         if bytes > self.capacity {
             return Err(BudgetError::ExceedsCapacity {
                 budget: self.name,
@@ -150,7 +164,7 @@ impl Ledger {
         let mut s = self.lock();
         // Urgent requests wait only for urgent ones; bulk ones for everybody.
         let ahead = s.urgent.iter().any(|w| !w.tx.is_closed())
-            || (class == Class::Bulk && s.waiters.iter().any(|w| !w.tx.is_closed()));
+            || (class == Class::Bulk && s.waiters.iter().any(|w| w.priority >= priority && !w.tx.is_closed()));
         if !ahead && s.used + bytes <= limit {
             s.used += bytes;
             s.peak = s.peak.max(s.used);
@@ -161,10 +175,13 @@ impl Ledger {
         let (tx, rx) = oneshot::channel();
         s.waits += 1;
         match class {
-            Class::Bulk => s.waiters.push_back(Waiter { bytes, tx }),
+            Class::Bulk => {
+                let at = s.waiters.iter().position(|w| w.priority < priority).unwrap_or(s.waiters.len());
+                s.waiters.insert(at, Waiter { bytes, priority, tx });
+            }
             Class::Urgent => {
                 s.urgent_waits += 1;
-                s.urgent.push_back(Waiter { bytes, tx });
+                s.urgent.push_back(Waiter { bytes, priority, tx });
             }
         }
         Ok(Grant::Later(rx))
@@ -339,6 +356,39 @@ mod tests {
         drop((b, c));
         let s = l.snapshot();
         assert_eq!((s.used, s.peak, s.grants, s.waits), (0, 60, 3, 2));
+    }
+
+    /// A bulk request of a higher priority (a SnapDeals job ranked above PoRep)
+    /// is served before lower ones that waited longer, and waits only behind
+    /// waiters of its priority or higher; FIFO within a priority.
+    #[test]
+    fn bulk_waiters_are_served_by_priority_then_in_order() {
+        let l = Ledger::new("host", 100);
+        let a = now(l.reserve(90).unwrap());
+        let Grant::Later(mut low1) = l.reserve_ranked(30, Class::Bulk, 0).unwrap() else { panic!("waits") };
+        let Grant::Later(mut low2) = l.reserve_ranked(30, Class::Bulk, 0).unwrap() else { panic!("waits") };
+        // Fits in the 10 left, but a waiter of its own priority is ahead: waits.
+        let Grant::Later(mut low3) = l.reserve_ranked(5, Class::Bulk, 0).unwrap() else { panic!("FIFO") };
+        // Fits and nobody of its priority or higher waits: granted at once.
+        let high_now = now(l.reserve_ranked(5, Class::Bulk, 50).unwrap());
+        let Grant::Later(mut high) = l.reserve_ranked(30, Class::Bulk, 50).unwrap() else { panic!("waits") };
+        drop(a);
+        // 95 returned less the 5 held: the high waiter first, then the low ones in
+        // their order while they fit (30 + 30 + 30 + 5 = 95).
+        let h = high.try_recv().expect("the higher priority first");
+        let l1 = low1.try_recv().expect("then the first low one");
+        let l2 = low2.try_recv().expect("then the second");
+        let l3 = low3.try_recv().expect("then the third");
+        assert_eq!((h.bytes(), l1.bytes(), l2.bytes(), l3.bytes()), (30, 30, 30, 5));
+        drop((high_now, h, l1, l2, l3));
+        // Held back by a higher waiter that does not fit yet, a lower one that
+        // would fit waits too (no overtaking from below).
+        let b = now(l.reserve(80).unwrap());
+        let Grant::Later(mut big) = l.reserve_ranked(50, Class::Bulk, 50).unwrap() else { panic!("waits") };
+        let Grant::Later(mut small) = l.reserve_ranked(10, Class::Bulk, 0).unwrap() else { panic!("behind") };
+        assert!(small.try_recv().is_err());
+        drop(b);
+        assert_eq!((big.try_recv().unwrap().bytes(), small.try_recv().unwrap().bytes()), (50, 10));
     }
 
     #[test]

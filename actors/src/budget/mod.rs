@@ -40,6 +40,8 @@ pub struct Reserve {
     pub bytes: u64,
     /// Deadline work: ahead of bulk waiters, and into the deadline reserve.
     pub class: Class,
+    /// The job's priority: bulk waiters are served highest first.
+    pub priority: i32,
 }
 
 impl Handler<Reserve> for BudgetActor {
@@ -47,7 +49,7 @@ impl Handler<Reserve> for BudgetActor {
 
     fn handle(&mut self, msg: Reserve, _: &mut Context<Self>) -> Self::Result {
         let name = self.ledger.name();
-        let grant = self.ledger.reserve_as(msg.bytes, msg.class);
+        let grant = self.ledger.reserve_ranked(msg.bytes, msg.class, msg.priority);
         Box::pin(async move {
             match grant? {
                 Grant::Now(r) => Ok(r),

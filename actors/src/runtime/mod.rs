@@ -440,7 +440,7 @@ async fn worker_loop<S: Stage>(shared: Arc<Shared<S>>, actor: Addr<StageActor<S>
         if let (true, Some(budget)) = (bytes > 0, shared.budget.as_ref()) {
             let t = Instant::now();
             let granted = tokio::select! {
-                r = budget.send(Reserve { bytes, class }) => Some(r),
+                r = budget.send(Reserve { bytes, class, priority: item.job.priority }) => Some(r),
                 _ = item.job.cancel.cancelled() => None,
             };
             StageMetrics::add(&m.budget_wait_ns, t.elapsed());
