@@ -438,6 +438,20 @@ pub fn render(snap: &EngineSnapshot) -> String {
                 let _ = writeln!(o, "{name}{{device=\"{}\"}} {}", d.device, get(&d.deadline));
             }
         }
+        family(
+            &mut o,
+            "cuzk_device_deadline_beside_wait_max_seconds",
+            "gauge",
+            "The longest wait of a deadline partition for the bulk partition's next yield point, since the start.",
+        );
+        for d in &snap.devices {
+            let _ = writeln!(
+                o,
+                "cuzk_device_deadline_beside_wait_max_seconds{{device=\"{}\"}} {}",
+                d.device,
+                d.deadline.turn_wait_max.as_secs_f64()
+            );
+        }
     }
     family(&mut o, "cuzk_uptime_seconds", "gauge", "Seconds since the engine started.");
     let _ = writeln!(o, "cuzk_uptime_seconds {}", snap.uptime.as_secs_f64());

@@ -53,6 +53,8 @@ pub struct Gate {
     /// threads to reach a yield point (ns).
     turns: AtomicU64,
     turn_wait_ns: AtomicU64,
+    /// The longest of those waits (ns): the tail a mean hides.
+    turn_wait_max_ns: AtomicU64,
 }
 
 /// A gate's counters (device statistics).
@@ -60,8 +62,9 @@ pub struct Gate {
 pub struct GateStats {
     /// Deadline partitions run beside bulk work.
     pub turns: u64,
-    /// Their total wait for the bulk work to reach a yield point.
+    /// Their total wait for the bulk work to reach a yield point, and the longest.
     pub turn_wait: Duration,
+    pub turn_wait_max: Duration,
     /// Stops of bulk threads at yield points, and their total time stopped.
     pub yields: u64,
     pub yielded: Duration,
@@ -117,8 +120,10 @@ impl Gate {
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         drop(s);
+        let waited = t.elapsed().as_nanos() as u64;
         self.turns.fetch_add(1, Ordering::Relaxed);
-        self.turn_wait_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.turn_wait_ns.fetch_add(waited, Ordering::Relaxed);
+        self.turn_wait_max_ns.fetch_max(waited, Ordering::Relaxed);
         UrgentTurn(self)
     }
 
@@ -132,6 +137,7 @@ impl Gate {
         GateStats {
             turns: self.turns.load(Ordering::Relaxed),
             turn_wait: ns(&self.turn_wait_ns),
+            turn_wait_max: ns(&self.turn_wait_max_ns),
             yields: self.yields.load(Ordering::Relaxed),
             yielded: ns(&self.yielded_ns),
         }
@@ -258,6 +264,11 @@ mod tests {
         urgent.join().unwrap();
         other.join().unwrap();
         assert_eq!(gate.running(), 0);
+        // One turn: its wait (over 50 ms, the check above) is the total and the longest.
+        let s = gate.stats();
+        assert_eq!(s.turns, 1);
+        assert_eq!(s.turn_wait_max, s.turn_wait);
+        assert!(s.turn_wait_max >= Duration::from_millis(50), "{s:?}");
     }
 
     /// A bulk thread that starts work while a deadline partition runs waits for it;

@@ -261,28 +261,33 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
             let mut lat: Vec<f64> = set.iter().map(|s| s.secs).collect();
             let (p50, p99, max) = percentiles(&mut lat);
             let n = set.len() as f64;
-            let stages = cuzk::StageName::ALL
-                .iter()
-                .enumerate()
-                .map(|(i, name)| {
-                    let q: f64 = set.iter().map(|s| s.stages[i].0).sum::<f64>() * 1e3 / n;
-                    let b: f64 = set.iter().map(|s| s.stages[i].1).sum::<f64>() * 1e3 / n;
-                    format!("{name} {q:.0}/{b:.0}")
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
+            let stages = per_stage(|i| {
+                let q: f64 = set.iter().map(|s| s.stages[i].0).sum::<f64>() / n;
+                let b: f64 = set.iter().map(|s| s.stages[i].1).sum::<f64>() / n;
+                (q, b)
+            });
             println!("{phase:<10} {kind:<22} {:>4} {p50:>8.3} {p99:>8.3} {max:>8.3}   {stages}", set.len());
+            // Where the slowest one's time went: the tail a mean hides.
+            if let Some(s) = set.iter().max_by(|a, b| a.secs.total_cmp(&b.secs)).filter(|_| set.len() > 1) {
+                println!(
+                    "{phase:<10} {kind:<22} slowest, submitted at {:.1} s: {:.3} s; queue wait / busy (ms): {}",
+                    s.at,
+                    s.secs,
+                    per_stage(|i| s.stages[i])
+                );
+            }
         }
     }
     // What deadline work cost the load on each device, and its wait there.
     for d in engine.snapshot_blocking().devices {
         let g = d.deadline;
         println!(
-            "device {}: {} deadline partitions beside the load, mean wait for a yield point {:.0} ms; \
-             load work stood aside {} times, {:.2} s in all",
+            "device {}: {} deadline partitions beside the load, mean wait for a yield point {:.0} ms \
+             (longest {:.0} ms); load work stood aside {} times, {:.2} s in all",
             d.device,
             g.turns,
             g.turn_wait.as_secs_f64() * 1e3 / g.turns.max(1) as f64,
+            g.turn_wait_max.as_secs_f64() * 1e3,
             g.yields,
             g.yielded.as_secs_f64()
         );
@@ -306,6 +311,19 @@ fn prove_one(engine: &Engine, kind: &'static str, make: &Make, check: &Check, si
         *acc = (st.queue_wait.as_secs_f64(), st.busy.as_secs_f64());
     }
     Ok(Sample { at, secs, stages })
+}
+
+/// "stage q/b, ..." in ms, from (queue wait, busy) in seconds per stage index.
+fn per_stage(f: impl Fn(usize) -> (f64, f64)) -> String {
+    cuzk::StageName::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let (q, b) = f(i);
+            format!("{name} {:.0}/{:.0}", q * 1e3, b * 1e3)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn fmt(v: &[f64]) -> String {
