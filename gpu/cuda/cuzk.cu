@@ -1342,8 +1342,9 @@ __global__ void words_differ(const uint32_t* a, const uint32_t* b, size_t n, uin
 // (natural in, bit-reversed out), one coset NTT (bit-reversed in, natural out),
 // one coset iNTT (natural in and out), each alone on one stream, then the whole
 // phase as a partition runs it without a gate (three arrays on three streams, H on
-// the coset, the coset iNTT), then the same with a yield point after every kernel
-// as bulk work runs it under a gate (ntt_yield.cuh), whose result must equal the
+// the coset, the coset iNTT), then the same as bulk work runs it under a gate (ntt_yield.cuh:
+// the arrays in turn, a sync after each transform and, from 2^24 values up, after
+// each of its kernels), whose result must equal the
 // previous one word for word (an error otherwise). The transforms themselves are
 // checked by the proof tests.
 

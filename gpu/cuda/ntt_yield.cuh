@@ -98,19 +98,16 @@ public:
             point();
         }
         auto st = steps((int)lg, ct);
-        if (ct) {
-            CT_launcher l{d_inout, (int)lg, intt, params, stream};
+        auto radix = [&](auto&& launcher) {
             for (size_t i = 0; i < st.size(); i++) {
-                l.step(st[i]);
+                launcher.step(st[i]);
                 if (i + 1 < st.size()) point();
             }
-        } else {
-            GS_launcher l{d_inout, (int)lg, intt, params, stream};
-            for (size_t i = 0; i < st.size(); i++) {
-                l.step(st[i]);
-                if (i + 1 < st.size()) point();
-            }
-        }
+        };
+        if (ct)
+            radix(CT_launcher{d_inout, (int)lg, intt, params, stream});
+        else
+            radix(GS_launcher{d_inout, (int)lg, intt, params, stream});
         if (intt && type == Type::coset) {
             point();
             lde_powers(d_inout, intt, !bitrev, lg, stream);

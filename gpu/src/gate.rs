@@ -6,8 +6,9 @@
 //! staging buffer and resident parameters, `cuda/backend.rs`), and [`Gate`] keeps
 //! the two from sharing the device's streams at once: the bulk side's threads
 //! (a partition's main thread and its H-MSM thread, a parameter upload) check in at
-//! yield points between their kernels — between a's and b's rows and after c, after
-//! each NTT and after H on the coset, between the batches of every MSM and between
+//! yield points between their kernels — between ranges of a's and b's rows and after
+//! c, after each radix step of a large NTT (`ntt_yield.cuh`) and after H on the
+//! coset, between the batches of every MSM and between
 //! the window groups inside a batch (`msm_yield.cuh`), between the L, A and B MSMs
 //! and between the two halves of each (the 0/1 sums in ranges of 2^24 indices, the
 //! rest's MSM), between chunks of a parameter upload — each point a place where the
