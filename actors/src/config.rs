@@ -97,6 +97,12 @@ impl Config {
                 return Err(EngineError::Config(format!("{name} must be at least 1")));
             }
         }
+        let w = self.backend.msm_h_window_bits;
+        if w != 0 && !(10..=26).contains(&w) {
+            return Err(EngineError::Config(format!(
+                "backend.msm_h_window_bits = {w}: must be 0 (sppark's width) or 10 to 26"
+            )));
+        }
         if let MemoryLimit::Bytes(ByteSize(0)) = self.budget.host_memory {
             return Err(EngineError::Config("budget.host_memory must be above 0".into()));
         }
@@ -147,6 +153,10 @@ mod tests {
         assert!(e.contains("unknown field") && e.contains("max_concurency"), "{e}");
         let e = Config::from_toml("[prove_gpu]\nworkers_per_device = 0\n").unwrap_err().to_string();
         assert!(e.contains("prove_gpu.workers"), "{e}");
+        let e = Config::from_toml("[backend]\nmsm_h_window_bits = 30\n").unwrap_err().to_string();
+        assert!(e.contains("backend.msm_h_window_bits = 30") && e.contains("10 to 26"), "{e}");
+        let c = Config::from_toml("[backend]\nmsm_h_window_bits = 20\n").unwrap();
+        assert_eq!(c.backend.msm_h_window_bits, 20);
         let c = Config::from_toml("[budget]\nhost_memory = \"2GiB\"\n").unwrap();
         assert_eq!(c.budget.host_memory, MemoryLimit::Bytes(ByteSize(2 << 30)));
         assert_eq!(Config::from_toml("").unwrap(), Config::default());

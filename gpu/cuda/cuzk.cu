@@ -181,7 +181,8 @@ static const size_t SRS_UPLOAD_CHUNK = (size_t)1 << 22;
 
 template<class msm_type, class affine_dev, class affine>
 static void resident_points(const gpu_t& gpu, int dev, const affine* host, size_t n,
-                            msm_box<msm_type>& msm, affine_dev*& d, gate_hold& hold)
+                            msm_box<msm_type>& msm, affine_dev*& d, gate_hold& hold,
+                            uint32_t wbits = 0)
 {
     if (!n) return;
     CUDA_OK(cudaMalloc(&d, n * sizeof(affine_dev)));
@@ -191,8 +192,8 @@ static void resident_points(const gpu_t& gpu, int dev, const affine* host, size_
         gpu[0].sync();
         hold.checkpoint();
     }
-    // Sized for n points; holds buckets only.
-    msm.reset(new msm_type(nullptr, n, sizeof(affine), dev));
+    // Sized for n points; holds buckets only. `wbits` 0: sppark's window width.
+    msm.reset(new msm_type(nullptr, n, sizeof(affine), dev, wbits));
 }
 
 extern "C" RustError cuzk_srs_new(size_t dev,
@@ -201,6 +202,7 @@ extern "C" RustError cuzk_srs_new(size_t dev,
                                   const affine_t* a, size_t na,
                                   const affine_t* b1, size_t nb1,
                                   const affine_fp2_t* b2, size_t nb2,
+                                  uint32_t h_wbits,
                                   cuzk_gate_fn gate_fn, const void* gate,
                                   cuzk_srs** out)
 {
@@ -212,14 +214,17 @@ extern "C" RustError cuzk_srs_new(size_t dev,
     // Uploaded in steps, each synchronized, with a yield point after each.
     gate_hold hold{gate_ref{gate_fn, gate}};
     // An empty vector keeps no points; its MSM is skipped (identity).
-    resident_points(gpu, (int)dev, h, nh, s->h, s->ph, hold);
+    resident_points(gpu, (int)dev, h, nh, s->h, s->ph, hold, h_wbits);
     resident_points(gpu, (int)dev, l, nl, s->l, s->pl, hold);
     resident_points(gpu, (int)dev, a, na, s->a, s->pa, hold);
     resident_points(gpu, (int)dev, b1, nb1, s->b1, s->pb1, hold);
     resident_points(gpu, (int)dev, b2, nb2, s->b2, s->pb2, hold);
     // Window groups for the yield points of bulk work (used only under a gate).
+    // H at windows of 20 bits or more (`backend.msm_h_window_bits`): one a
+    // launch, so that a deadline partition waits for at most one window (~40 ms at
+    // 2^27 and 20 bits on an H100; two a launch are ~1% faster and ~80 ms apart).
     for (auto* m : {s->h.get(), s->l.get(), s->a.get(), s->b1.get()})
-        if (m) m->set_window_group(m->balanced_group());
+        if (m) m->set_window_group(m == s->h.get() && h_wbits >= 20 ? 1 : m->balanced_group());
     if (s->b2) s->b2->set_window_group(s->b2->balanced_group());
     gpu.sync();
     *out = s.release();

@@ -193,6 +193,7 @@ pub(crate) mod cuda {
             nb1: usize,
             b2: *const G2Affine,
             nb2: usize,
+            h_wbits: u32,
             gate_fn: Option<GateFn>,
             gate: *const c_void,
             out: *mut *mut Srs,
@@ -389,6 +390,7 @@ pub(crate) mod cuda {
     unsafe impl Send for ResidentSrs {}
 
     impl ResidentSrs {
+        #[allow(clippy::too_many_arguments)]
         pub fn new(
             dev: usize,
             h: &[G1Affine],
@@ -396,6 +398,7 @@ pub(crate) mod cuda {
             a: &[G1Affine],
             b1: &[G1Affine],
             b2: &[G2Affine],
+            h_wbits: u32,
             gate: Option<&Gate>,
         ) -> Result<Self, (i32, String)> {
             let mut out = std::ptr::null_mut();
@@ -416,6 +419,7 @@ pub(crate) mod cuda {
                     b1.len(),
                     b2.as_ptr(),
                     b2.len(),
+                    h_wbits,
                     gate_fn,
                     gate,
                     &mut out,

@@ -289,10 +289,40 @@ fn device0() -> Option<CudaBackend> {
     if !COMPILED {
         panic!("built without CUDA (nvcc was not found at build time)");
     }
+    // `CUZK_GPU_H_WINDOW_BITS` (the GPU host's at-size runs): H at that width.
+    let msm_h_window_bits = std::env::var("CUZK_GPU_H_WINDOW_BITS").map_or(0, |v| v.parse().unwrap());
     Some(
-        CudaBackend::new(CudaOptions { devices: vec![0], ..Default::default() })
+        CudaBackend::new(CudaOptions { devices: vec![0], msm_h_window_bits, ..Default::default() })
             .unwrap_or_else(|e| panic!("no usable GPU: {e}")),
     )
+}
+
+/// H's MSM at windows wider than sppark's (`msm_h_window_bits`, one window a
+/// launch under a gate) gives the CPU's H, and its larger temporaries are charged
+/// to the resident set.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
+fn wide_h_windows_match_the_cpu() {
+    if !COMPILED {
+        panic!("built without CUDA (nvcc was not found at build time)");
+    }
+    let lg = 14;
+    let m = 1usize << lg;
+    let srs = fake_srs(m, m / 2, m / 3, m / 4);
+    let host = random_partition(lg);
+    let want = CpuBackend.execute(CpuBackend.upload(host.clone()).unwrap(), &srs, true).unwrap();
+    let narrow = device0().unwrap();
+    narrow.prefetch(&srs);
+    let base = narrow.device_stats()[0].vram_reserved;
+    drop(narrow);
+    let gpu = CudaBackend::new(CudaOptions { devices: vec![0], msm_h_window_bits: 20, ..Default::default() }).unwrap();
+    gpu.prefetch(&srs);
+    let extra = cuzk_gpu::sizing::msm_h_window_extra_bytes(srs.h.len(), 20);
+    assert!(extra > 0);
+    assert_eq!(gpu.device_stats()[0].vram_reserved, base + extra, "the wider windows are charged");
+    let got = gpu.execute(gpu.upload(host).unwrap(), &srs, true).unwrap();
+    assert_eq!(got.h.to_affine(), want.h.to_affine(), "H at 20-bit windows");
+    assert_eq!(got.l.to_affine(), want.l.to_affine(), "L");
 }
 
 /// A partition of domain 2^lg with random a, b, c and dense scalars for

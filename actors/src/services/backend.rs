@@ -62,6 +62,12 @@ pub struct BackendConfig {
     /// from the circuit's recorded A and B matrices, kept resident beside the
     /// parameters (c = a∘b). false: the host computes and uploads a, b, c.
     pub abc_on_device: bool,
+    /// H's MSM (the largest: 2^27 points at 32GiB) at windows of this many bits,
+    /// 10 to 26, on a device with room for its larger buckets and temporaries
+    /// beside the parameters (4.2 GB more at 2^27 and 20 bits, charged to the
+    /// resident set; without the room, sppark's width). 0 = sppark's width (18
+    /// bits at 2^27).
+    pub msm_h_window_bits: u32,
 }
 
 impl Default for BackendConfig {
@@ -76,6 +82,7 @@ impl Default for BackendConfig {
             device_timeout_secs: cuzk_gpu::cuda::DEFAULT_DEVICE_TIMEOUT_SECS,
             deadline_lane: true,
             abc_on_device: true,
+            msm_h_window_bits: 0,
         }
     }
 }
@@ -122,6 +129,7 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
         device_timeout: (cfg.device_timeout_secs > 0).then(|| std::time::Duration::from_secs(cfg.device_timeout_secs)),
         deadline_lane: cfg.deadline_lane,
         abc_on_device: cfg.abc_on_device,
+        msm_h_window_bits: cfg.msm_h_window_bits,
     };
     match CudaBackend::new(opts) {
         Ok(b) => {

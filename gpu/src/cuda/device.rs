@@ -19,7 +19,7 @@ use super::{CudaBackend, DeviceInfo};
 use crate::{
     ffi::cuda,
     gate::Gate,
-    sizing::{device_resident_bytes, device_staging_bytes, device_workspace_bytes},
+    sizing::{device_resident_bytes, device_staging_bytes, device_workspace_bytes, msm_h_window_extra_bytes},
 };
 
 pub(super) struct Resident {
@@ -228,11 +228,11 @@ impl CudaBackend {
         if !self.opts.srs_resident {
             return None;
         }
-        let need = Self::resident_bytes(srs);
+        let mut need = Self::resident_bytes(srs);
         let device = &self.devices[dev];
         let d = &device.info;
         let lg = srs.domain_size().trailing_zeros();
-        loop {
+        let fits = |st: &DeviceState, need: u64| {
             let staged = self.staging.bytes(dev);
             let ws_to_come = if !prefetch {
                 0
@@ -244,9 +244,28 @@ impl CudaBackend {
             // Within this device's budget, and within what the driver says is
             // free now (other processes share the device).
             let free = cuda::info(d.index).map(|i| i.free_mem as u64).unwrap_or(0);
-            if st.reserved() + device.others(st) + staged + need + ws_to_come <= device.budget
-                && free >= need + ws_to_come + self.opts.vram_margin
-            {
+            (
+                st.reserved() + device.others(st) + staged + need + ws_to_come <= device.budget
+                    && free >= need + ws_to_come + self.opts.vram_margin,
+                free,
+            )
+        };
+        // H at the configured window width where its larger buckets and
+        // temporaries fit as things stand (nothing is evicted for them; the set
+        // is charged them), sppark's width otherwise.
+        let mut h_wbits = self.opts.msm_h_window_bits;
+        if h_wbits != 0 {
+            let extra = msm_h_window_extra_bytes(srs.h.len(), h_wbits);
+            if fits(st, need + extra).0 {
+                need += extra;
+            } else {
+                info!(device = dev, extra, h_window_bits = h_wbits, "no room for H's wider windows; sppark's width");
+                h_wbits = 0;
+            }
+        }
+        loop {
+            let (room, free) = fits(st, need);
+            if room {
                 break;
             }
             if prefetch {
@@ -272,9 +291,24 @@ impl CudaBackend {
         // (a second staging buffer there made the next partition's workspace evict
         // the set just uploaded, and every partition after it streamed the points).
         device.publish_with(st, need);
-        match cuda::ResidentSrs::new(d.index, &srs.h, &srs.l, &srs.a, &srs.b_g1, &srs.b_g2, device.gate_for(st)) {
+        match cuda::ResidentSrs::new(
+            d.index,
+            &srs.h,
+            &srs.l,
+            &srs.a,
+            &srs.b_g1,
+            &srs.b_g2,
+            h_wbits,
+            device.gate_for(st),
+        ) {
             Ok(r) => {
-                info!(device = dev, bytes = need, ms = t.elapsed().as_millis() as u64, "parameters resident on device");
+                info!(
+                    device = dev,
+                    bytes = need,
+                    h_window_bits = h_wbits,
+                    ms = t.elapsed().as_millis() as u64,
+                    "parameters resident on device"
+                );
                 st.resident.push(Resident { key, srs: r, bytes: need, last_used: Instant::now() });
                 device.publish(st);
                 Some(st.resident.len() - 1)

@@ -81,6 +81,10 @@ pub struct CudaOptions {
     /// Evaluate a, b, c on the device from the recorded matrices when synthesis
     /// leaves them ([`crate::Backend::abc_on_device`]).
     pub abc_on_device: bool,
+    /// H's MSM at windows of this many bits (10..=26) where the device has room
+    /// for its larger buckets and temporaries beside the parameters
+    /// ([`crate::sizing::msm_h_window_extra_bytes`]); 0 = sppark's width.
+    pub msm_h_window_bits: u32,
 }
 
 /// The default device timeout: far above the longest device call (a 64GiB
@@ -100,6 +104,7 @@ impl Default for CudaOptions {
             device_timeout: Some(std::time::Duration::from_secs(DEFAULT_DEVICE_TIMEOUT_SECS)),
             deadline_lane: true,
             abc_on_device: true,
+            msm_h_window_bits: 0,
         }
     }
 }
