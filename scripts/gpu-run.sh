@@ -119,9 +119,10 @@ if [[ " $PHASES " == *" deadlinefull "* ]]; then
     # Deadline proofs under a full-size PoRep load from a cold engine (`cuzk bench
     # deadline --load-sector-size`): DLF_SIZE=32GiB, DLF_PROOFS=5 load proofs of which
     # DLF_QUIET=1 without deadline work, DLF_EVERY=1500 ms between deadline proofs,
-    # DLF_COUNT=10 alone per kind, DLF_LANE=true (backend.deadline_lane), DLF_EXTRA
-    # appended to the config.
-    printf '[backend]\nkind = "gpu"\ndeadline_lane = %s\n[ingest]\nparam_cache = "/tmp/cuzk-dlf-params"\n%b' "${DLF_LANE:-true}" "${DLF_EXTRA:-}" > "$OUT/deadlinefull.toml"
+    # DLF_COUNT=10 alone per kind, DLF_LANE=true (backend.deadline_lane), DLF_BACKEND
+    # more [backend] lines (e.g. 'msm_h_window_bits = 20\n'), DLF_EXTRA appended to
+    # the config.
+    printf '[backend]\nkind = "gpu"\ndeadline_lane = %s\n%b[ingest]\nparam_cache = "/tmp/cuzk-dlf-params"\n%b' "${DLF_LANE:-true}" "${DLF_BACKEND:-}" "${DLF_EXTRA:-}" > "$OUT/deadlinefull.toml"
     t=$(date +%s)
     L="$OUT/deadlinefull-${DLF_SIZE:-32GiB}.log"
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 1000 > "$OUT/deadlinefull-nvml.csv" 2>/dev/null &

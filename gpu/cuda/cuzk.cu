@@ -882,6 +882,19 @@ static bool split_lists(const cuzk_inputs* in, uint32_t lg)
 // a, b, c, then the split lists and rest scalars, all on the buffer's copy
 // stream, an event after each of a, b, c (so that a's iNTT can start while b and c
 // are still crossing PCIe) and one after everything (t1).
+// A staged upload goes as copies of at most this many bytes (~1-2 ms each over
+// PCIe): the copy engine takes other streams' copies between them, so a deadline
+// partition's small upload on the lane's buffer waits for one piece rather than
+// behind a bulk partition's whole witness (~4 GB at 32GiB, ~0.1 s).
+static const size_t STAGE_COPY_STEP = (size_t)64 << 20;
+
+static void copy_steps(void* d, const void* h, size_t bytes, cudaStream_t stream)
+{
+    for (size_t off = 0; off < bytes; off += STAGE_COPY_STEP)
+        CUDA_OK(cudaMemcpyAsync((char*)d + off, (const char*)h + off, std::min(STAGE_COPY_STEP, bytes - off),
+                                cudaMemcpyHostToDevice, stream));
+}
+
 static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
 {
     if (in->lg > s->lg)
@@ -900,10 +913,10 @@ static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
     if (device_abc) {
         // The inputs at the start of c's slot, the aux values after them (filled
         // by cuzk_execute from L's lists); c is written over them last.
-        CUDA_OK(cudaMemcpyAsync(dv[2], in->w_in, in->n_in * sizeof(fr_t), cudaMemcpyHostToDevice, s->copy));
+        copy_steps(dv[2], in->w_in, in->n_in * sizeof(fr_t), s->copy);
     } else {
         for (int k = 0; k < 3; k++) {
-            CUDA_OK(cudaMemcpyAsync(dv[k], hv[k], in->n * sizeof(fr_t), cudaMemcpyHostToDevice, s->copy));
+            copy_steps(dv[k], hv[k], in->n * sizeof(fr_t), s->copy);
             if (N > in->n)
                 CUDA_OK(cudaMemsetAsync(dv[k] + in->n, 0, (N - in->n) * sizeof(fr_t), s->copy));
             CUDA_OK(cudaEventRecord(s->arrived[k], s->copy));
@@ -912,16 +925,13 @@ static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
     if (lists) {
         size_t off = 0, cap = std::max<size_t>(((size_t)1 << s->lg) / 8, 1);
         auto up = [&](const uint32_t* src, size_t n) {
-            if (n)
-                CUDA_OK(cudaMemcpyAsync(s->d_idx + off, src, n * sizeof(uint32_t), cudaMemcpyHostToDevice, s->copy));
+            copy_steps(s->d_idx + off, src, n * sizeof(uint32_t), s->copy);
             off += n;
         };
         for (int k = 0; k < 3; k++) {
             up(in->ones[k], in->nones[k]);
             up(in->rest_idx[k], in->nrest[k]);
-            if (in->nrest[k])
-                CUDA_OK(cudaMemcpyAsync(s->d_rest + k * cap, in->rest_s[k], in->nrest[k] * sizeof(fr_t),
-                                        cudaMemcpyHostToDevice, s->copy));
+            copy_steps(s->d_rest + k * cap, in->rest_s[k], in->nrest[k] * sizeof(fr_t), s->copy);
             s->nones[k] = in->nones[k];
             s->nrest[k] = in->nrest[k];
         }
