@@ -298,8 +298,8 @@ fn device0() -> Option<CudaBackend> {
 }
 
 /// H's MSM at windows wider than sppark's (`msm_h_window_bits`, one window a
-/// launch under a gate) gives the CPU's H, and its larger temporaries are charged
-/// to the resident set.
+/// launch under a gate; here below its 2^26-point floor) gives the CPU's H, and
+/// its larger temporaries are charged to the resident set.
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored on a GPU host (scripts/gpu-run.sh does)"]
 fn wide_h_windows_match_the_cpu() {
@@ -315,7 +315,9 @@ fn wide_h_windows_match_the_cpu() {
     narrow.prefetch(&srs);
     let base = narrow.device_stats()[0].vram_reserved;
     drop(narrow);
-    let gpu = CudaBackend::new(CudaOptions { devices: vec![0], msm_h_window_bits: 20, ..Default::default() }).unwrap();
+    let wide =
+        CudaOptions { devices: vec![0], msm_h_window_bits: 20, msm_h_window_min_points: 0, ..Default::default() };
+    let gpu = CudaBackend::new(wide).unwrap();
     gpu.prefetch(&srs);
     let extra = cuzk_gpu::sizing::msm_h_window_extra_bytes(srs.h.len(), 20);
     assert!(extra > 0);

@@ -63,10 +63,10 @@ pub struct BackendConfig {
     /// parameters (c = a∘b). false: the host computes and uploads a, b, c.
     pub abc_on_device: bool,
     /// H's MSM (the largest: 2^27 points at 32GiB) at windows of this many bits,
-    /// 10 to 26, on a device with room for its larger buckets and temporaries
-    /// beside the parameters (4.2 GB more at 2^27 and 20 bits, charged to the
-    /// resident set; without the room, sppark's width). 0 = sppark's width (18
-    /// bits at 2^27).
+    /// 10 to 26, for parameter sets of 2^26 H points or more (32GiB and 64GiB
+    /// PoRep), on a device with room for its larger buckets and temporaries beside
+    /// the parameters (4.2 GB more at 2^27 and 20 bits, charged to the resident
+    /// set; without the room, sppark's width). 0 = sppark's width (18 bits at 2^27).
     pub msm_h_window_bits: u32,
 }
 
@@ -130,6 +130,7 @@ pub fn select_backend(cfg: &BackendConfig) -> Result<SelectedBackend, EngineErro
         deadline_lane: cfg.deadline_lane,
         abc_on_device: cfg.abc_on_device,
         msm_h_window_bits: cfg.msm_h_window_bits,
+        ..CudaOptions::default()
     };
     match CudaBackend::new(opts) {
         Ok(b) => {

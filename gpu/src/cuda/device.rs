@@ -253,7 +253,8 @@ impl CudaBackend {
         // H at the configured window width where its larger buckets and
         // temporaries fit as things stand (nothing is evicted for them; the set
         // is charged them), sppark's width otherwise.
-        let mut h_wbits = self.opts.msm_h_window_bits;
+        let mut h_wbits =
+            if srs.h.len() >= self.opts.msm_h_window_min_points { self.opts.msm_h_window_bits } else { 0 };
         if h_wbits != 0 {
             let extra = msm_h_window_extra_bytes(srs.h.len(), h_wbits);
             if fits(st, need + extra).0 {

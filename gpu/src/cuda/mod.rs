@@ -85,6 +85,10 @@ pub struct CudaOptions {
     /// for its larger buckets and temporaries beside the parameters
     /// ([`crate::sizing::msm_h_window_extra_bytes`]); 0 = sppark's width.
     pub msm_h_window_bits: u32,
+    /// The fewest H points `msm_h_window_bits` applies to: 2^26 (32GiB and 64GiB
+    /// partitions; below, wider windows are slower: +13.5% at 2^25 and 20 bits,
+    /// `cuzk bench kernels`). Tests lower it.
+    pub msm_h_window_min_points: usize,
 }
 
 /// The default device timeout: far above the longest device call (a 64GiB
@@ -105,6 +109,7 @@ impl Default for CudaOptions {
             deadline_lane: true,
             abc_on_device: true,
             msm_h_window_bits: 0,
+            msm_h_window_min_points: 1 << 26,
         }
     }
 }
