@@ -155,8 +155,8 @@ mod tests {
         assert!(e.contains("prove_gpu.workers"), "{e}");
         let e = Config::from_toml("[backend]\nmsm_h_window_bits = 30\n").unwrap_err().to_string();
         assert!(e.contains("backend.msm_h_window_bits = 30") && e.contains("10 to 26"), "{e}");
-        let c = Config::from_toml("[backend]\nmsm_h_window_bits = 20\n").unwrap();
-        assert_eq!(c.backend.msm_h_window_bits, 20);
+        let c = Config::from_toml("[backend]\nmsm_h_window_bits = 0\n").unwrap();
+        assert_eq!(c.backend.msm_h_window_bits, 0);
         let c = Config::from_toml("[budget]\nhost_memory = \"2GiB\"\n").unwrap();
         assert_eq!(c.budget.host_memory, MemoryLimit::Bytes(ByteSize(2 << 30)));
         assert_eq!(Config::from_toml("").unwrap(), Config::default());

@@ -289,8 +289,9 @@ fn device0() -> Option<CudaBackend> {
     if !COMPILED {
         panic!("built without CUDA (nvcc was not found at build time)");
     }
-    // `CUZK_GPU_H_WINDOW_BITS` (the GPU host's at-size runs): H at that width.
-    let msm_h_window_bits = std::env::var("CUZK_GPU_H_WINDOW_BITS").map_or(0, |v| v.parse().unwrap());
+    // `CUZK_GPU_H_WINDOW_BITS`: H at that width (0: sppark's) instead of the default.
+    let msm_h_window_bits = std::env::var("CUZK_GPU_H_WINDOW_BITS")
+        .map_or(CudaOptions::default().msm_h_window_bits, |v| v.parse().unwrap());
     Some(
         CudaBackend::new(CudaOptions { devices: vec![0], msm_h_window_bits, ..Default::default() })
             .unwrap_or_else(|e| panic!("no usable GPU: {e}")),
