@@ -36,6 +36,13 @@ pub fn device_matrices_bytes(rows: usize, a_nonzeros: usize, b_nonzeros: usize, 
     (2 * rows * 4 + (a_nonzeros + b_nonzeros) * 8 + coeffs * 32) as u64
 }
 
+/// Room to keep for a recorded circuit's A and B matrices before the recording
+/// exists (decisions made when parameters become resident): 36 bytes a domain
+/// element, above a 32GiB PoRep partition's 4.56 GB at 2^27 (34 bytes a row).
+pub fn device_matrices_allowance(lg: u32) -> u64 {
+    36u64 << lg
+}
+
 /// The window width sppark's Pippenger picks for `n` points (`msm_yield_t`'s
 /// constructor): 18 bits at 2^26 and 2^27, 17 at 2^25.
 pub fn msm_default_window_bits(n: usize) -> u32 {

@@ -19,7 +19,10 @@ use super::{CudaBackend, DeviceInfo};
 use crate::{
     ffi::cuda,
     gate::Gate,
-    sizing::{device_resident_bytes, device_staging_bytes, device_workspace_bytes, msm_h_window_extra_bytes},
+    sizing::{
+        device_matrices_allowance, device_resident_bytes, device_staging_bytes, device_workspace_bytes,
+        msm_h_window_extra_bytes,
+    },
 };
 
 pub(super) struct Resident {
@@ -252,12 +255,16 @@ impl CudaBackend {
         };
         // H at the configured window width where its larger buckets and
         // temporaries fit as things stand (nothing is evicted for them; the set
-        // is charged them), sppark's width otherwise.
+        // is charged them), sppark's width otherwise. Room is left for the
+        // recording's matrices still to come: a, b, c on the device are worth
+        // far more (1.43x a 32GiB stream) than the wider windows (~6%).
         let mut h_wbits =
             if srs.h.len() >= self.opts.msm_h_window_min_points { self.opts.msm_h_window_bits } else { 0 };
         if h_wbits != 0 {
             let extra = msm_h_window_extra_bytes(srs.h.len(), h_wbits);
-            if fits(st, need + extra).0 {
+            let matrices_to_come =
+                if self.opts.abc_on_device && st.matrices.is_empty() { device_matrices_allowance(lg) } else { 0 };
+            if fits(st, need + extra + matrices_to_come).0 {
                 need += extra;
             } else {
                 info!(device = dev, extra, h_window_bits = h_wbits, "no room for H's wider windows; sppark's width");
