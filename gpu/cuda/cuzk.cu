@@ -879,13 +879,11 @@ static bool split_lists(const cuzk_inputs* in, uint32_t lg)
     return true;
 }
 
-// a, b, c, then the split lists and rest scalars, all on the buffer's copy
-// stream, an event after each of a, b, c (so that a's iNTT can start while b and c
-// are still crossing PCIe) and one after everything (t1).
 // A staged upload goes as copies of at most this many bytes (~1-2 ms each over
-// PCIe): the copy engine takes other streams' copies between them, so a deadline
-// partition's small upload on the lane's buffer waits for one piece rather than
-// behind a bulk partition's whole witness (~4 GB at 32GiB, ~0.1 s).
+// PCIe), so that the copy engine can take another stream's copy between them: a
+// deadline partition's small upload on the lane's buffer then waits for one piece,
+// not for a bulk partition's whole upload (GBs at 32GiB). Not measured apart: the
+// deadline run of 2026-12-07 with it kept a ~0.2 s WindowPoSt tail (benchmarks.md).
 static const size_t STAGE_COPY_STEP = (size_t)64 << 20;
 
 static void copy_steps(void* d, const void* h, size_t bytes, cudaStream_t stream)
@@ -895,6 +893,9 @@ static void copy_steps(void* d, const void* h, size_t bytes, cudaStream_t stream
                                 cudaMemcpyHostToDevice, stream));
 }
 
+// a, b, c, then the split lists and rest scalars, all on the buffer's copy
+// stream, an event after each of a, b, c (so that a's iNTT can start while b and c
+// are still crossing PCIe) and one after everything (t1).
 static void stage_upload(cuzk_stage* s, const cuzk_inputs* in)
 {
     if (in->lg > s->lg)
