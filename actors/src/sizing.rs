@@ -9,7 +9,10 @@
 use std::fmt;
 
 use cuzk_core::CircuitShape;
-use cuzk_gpu::sizing::{device_matrices_bytes, device_resident_bytes, device_staging_bytes, device_workspace_bytes};
+use cuzk_gpu::sizing::{
+    device_matrices_bytes, device_resident_bytes, device_staging_bytes, device_workspace_bytes,
+    msm_h_window_extra_bytes,
+};
 use cuzk_srs::ProvingKey;
 
 use crate::{
@@ -143,6 +146,10 @@ pub struct DeviceSizing {
     /// beside the workspace and the resident points (else a, b, c are evaluated
     /// on the host).
     pub matrices: Option<(u64, bool)>,
+    /// H's MSM at `backend.msm_h_window_bits` (sets of 2^26 H points or more, when
+    /// resident): what it takes beyond sppark's width, and whether that fits after
+    /// the matrices (else H runs at sppark's width).
+    pub h_windows: Option<(u32, u64, bool)>,
     /// Staging buffers beyond the workspace's one that fit beside it (and the
     /// resident points when resident), up to `backend.device_buffers` − 1: with one
     /// or more, the next partition uploads while one computes.
@@ -230,6 +237,18 @@ pub fn size(shape: &CircuitShape, nonzeros: [usize; 2], partitions: usize, cfg: 
                 }
                 (bytes, fits)
             });
+            let wbits = cfg.backend.msm_h_window_bits;
+            let wide = placement == Placement::Resident
+                && wbits != 0
+                && m > cuzk_gpu::cuda::CudaOptions::default().msm_h_window_min_points;
+            let h_windows = wide.then(|| {
+                let bytes = msm_h_window_extra_bytes(m - 1, wbits);
+                let fits = held + bytes <= vram_budget;
+                if fits {
+                    held += bytes;
+                }
+                (wbits, bytes, fits)
+            });
             let buffer = device_staging_bytes(shape.domain_log2());
             let room = vram_budget.saturating_sub(held) / buffer.max(1);
             let extra_buffers = if placement == Placement::TooSmall {
@@ -237,7 +256,17 @@ pub fn size(shape: &CircuitShape, nonzeros: [usize; 2], partitions: usize, cfg: 
             } else {
                 usize::try_from(room).unwrap_or(usize::MAX).min(cfg.backend.device_buffers.saturating_sub(1))
             };
-            DeviceSizing { device, vram_budget, workspace, resident, matrices, extra_buffers, buffer, placement }
+            DeviceSizing {
+                device,
+                vram_budget,
+                workspace,
+                resident,
+                matrices,
+                h_windows,
+                extra_buffers,
+                buffer,
+                placement,
+            }
         })
         .collect();
     Sizing {
@@ -372,6 +401,13 @@ impl fmt::Display for Sizing {
                         "{what}; no room for the recording's A and B matrices ({}): a, b, c on the host",
                         ByteSize(bytes)
                     )
+                }
+                None => what,
+            };
+            let what = match d.h_windows {
+                Some((w, bytes, true)) => format!("{what}; + H's MSM at {w}-bit windows ({})", ByteSize(bytes)),
+                Some((w, bytes, false)) => {
+                    format!("{what}; no room for H's MSM at {w}-bit windows ({}): sppark's width", ByteSize(bytes))
                 }
                 None => what,
             };
@@ -520,6 +556,14 @@ mod tests {
         // What is left after them is less than a second staging buffer.
         assert_eq!(d.extra_buffers, 0, "{s}");
         assert!(s.to_string().contains("A and B matrices (4.25 GiB) for a, b, c on the GPU"), "{s}");
+        // H at 20-bit windows (the default) after the matrices: 4.2 GB more.
+        let wide = msm_h_window_extra_bytes((1 << 27) - 1, 20);
+        assert_eq!(d.h_windows, Some((20, wide, true)), "{s}");
+        assert!(s.to_string().contains("+ H's MSM at 20-bit windows"), "{s}");
+        let s = on(d.workspace + d.resident + bytes + wide - 1);
+        assert_eq!(s.devices[0].matrices, Some((bytes, true)));
+        assert_eq!(s.devices[0].h_windows, Some((20, wide, false)), "the matrices come first");
+        assert!(s.to_string().contains("no room for H's MSM at 20-bit windows"), "{s}");
         // Room for the points but not the matrices as well: a, b, c on the host.
         let s = on(d.workspace + d.resident + bytes - 1);
         assert_eq!(s.devices[0].placement, Placement::Resident);
