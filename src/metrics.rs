@@ -442,12 +442,14 @@ pub fn render(snap: &EngineSnapshot) -> String {
             &mut o,
             "cuzk_device_deadline_beside_wait_max_seconds",
             "gauge",
-            "The longest wait of a deadline partition for the bulk partition's next yield point, since the start.",
+            "The longest wait of a deadline partition for the bulk partition's next yield point, since the start; \
+             from and to: the yield points the bulk work it waited for ran between.",
         );
         for d in &snap.devices {
+            let (from, to) = d.deadline.turn_wait_max_at;
             let _ = writeln!(
                 o,
-                "cuzk_device_deadline_beside_wait_max_seconds{{device=\"{}\"}} {}",
+                "cuzk_device_deadline_beside_wait_max_seconds{{device=\"{}\",from=\"{from}\",to=\"{to}\"}} {}",
                 d.device,
                 d.deadline.turn_wait_max.as_secs_f64()
             );

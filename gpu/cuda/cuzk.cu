@@ -70,11 +70,20 @@ template<class T> using msm_box = std::unique_ptr<T, sync_or_leak<T>>;
 // GATE_PENDING answers whether a deadline partition waits (1) or not (0).
 typedef int (*cuzk_gate_fn)(const void* gate, int op);
 enum { GATE_ENTER = 0, GATE_LEAVE = 1, GATE_CHECKPOINT = 2, GATE_PENDING = 3 };
+// Where a bulk thread calls the gate, passed in an operation's upper bits so that
+// the longest wait for a yield point names the stretch it waited for. The same
+// order as GATE_PLACES in gpu/src/gate.rs.
+enum gate_place {
+    P_UNNAMED, P_SRS_UPLOAD, P_R1CS_UPLOAD, P_PART_START, P_ABC_RANGE, P_ABC_DONE,
+    P_NTT_STEP, P_INTT_DONE, P_COSET_NTT_DONE, P_H_COSET, P_INPUTS, P_H_MSM_STEP,
+    P_SUM_RANGE, P_SUMS_DONE, P_REST_MSM_STEP, P_L_DONE, P_A_DONE, P_B1_DONE,
+    P_PART_END, P_H_START, P_H_END,
+};
 
 struct gate_ref {
     cuzk_gate_fn fn;
     const void* ctx;
-    int op(int o) const { return fn && ctx ? fn(ctx, o) : 0; }
+    int op(int o, int place = P_UNNAMED) const { return fn && ctx ? fn(ctx, o | place << 8) : 0; }
 };
 
 // One bulk thread inside the gate, from construction to release(); it must
@@ -83,22 +92,26 @@ struct gate_ref {
 struct gate_hold {
     gate_ref g;
     bool in;
-    explicit gate_hold(gate_ref g) : g(g), in(true) { g.op(GATE_ENTER); }
+    int end;    // the place release() reports
+    explicit gate_hold(gate_ref g, int start = P_UNNAMED, int end = P_UNNAMED) : g(g), in(true), end(end)
+    {
+        g.op(GATE_ENTER, start);
+    }
     gate_hold(const gate_hold&) = delete;
     gate_hold& operator=(const gate_hold&) = delete;
-    void checkpoint() { if (in) g.op(GATE_CHECKPOINT); }
+    void checkpoint(int place) { if (in) g.op(GATE_CHECKPOINT, place); }
     // Cheap (an atomic load on the Rust side): whether to sync and stop now.
     bool pending() const { return in && g.op(GATE_PENDING) != 0; }
-    void release() { if (in) { in = false; g.op(GATE_LEAVE); } }
+    void release() { if (in) { in = false; g.op(GATE_LEAVE, end); } }
     ~gate_hold() { release(); }
     // msm_yield_t::invoke's pair: a yield point (`between`) at batch and window-group
     // ends, taken only while a deadline partition waits (`urgent`). Both empty
     // without a gate (deadline work itself, warm-up): no groups, no yield points.
     struct yields_t { std::function<void()> between; std::function<bool()> urgent; };
-    yields_t yields()
+    yields_t yields(int place)
     {
         if (!g.fn || !g.ctx) return {};
-        return {[this] { checkpoint(); }, [this] { return pending(); }};
+        return {[this, place] { checkpoint(place); }, [this] { return pending(); }};
     }
 };
 
@@ -190,7 +203,7 @@ static void resident_points(const gpu_t& gpu, int dev, const affine* host, size_
         size_t len = std::min(SRS_UPLOAD_CHUNK, n - off);
         gpu[0].HtoD(d + off, host + off, len, sizeof(affine));
         gpu[0].sync();
-        hold.checkpoint();
+        hold.checkpoint(P_SRS_UPLOAD);
     }
     // Sized for n points; holds buckets only. `wbits` 0: sppark's window width.
     msm.reset(new msm_type(nullptr, n, sizeof(affine), dev, wbits));
@@ -212,7 +225,7 @@ extern "C" RustError cuzk_srs_new(size_t dev,
     std::unique_ptr<cuzk_srs> s{new cuzk_srs};
     s->dev = (int)dev;
     // Uploaded in steps, each synchronized, with a yield point after each.
-    gate_hold hold{gate_ref{gate_fn, gate}};
+    gate_hold hold{gate_ref{gate_fn, gate}, P_SRS_UPLOAD, P_SRS_UPLOAD};
     // An empty vector keeps no points; its MSM is skipped (identity).
     resident_points(gpu, (int)dev, h, nh, s->h, s->ph, hold, h_wbits);
     resident_points(gpu, (int)dev, l, nl, s->l, s->pl, hold);
@@ -273,7 +286,7 @@ static void upload_steps(const gpu_t& gpu, void* d, const void* h, size_t bytes,
         size_t len = std::min(R1CS_UPLOAD_CHUNK, bytes - off);
         CUDA_OK(cudaMemcpyAsync((char*)d + off, (const char*)h + off, len, cudaMemcpyHostToDevice, gpu[0]));
         gpu[0].sync();
-        hold.checkpoint();
+        hold.checkpoint(P_R1CS_UPLOAD);
     }
 }
 
@@ -292,7 +305,7 @@ extern "C" RustError cuzk_r1cs_new(size_t dev, size_t rows, size_t inputs, size_
     r->inputs = inputs;
     r->aux = aux;
     r->ncoeffs = ncoeffs;
-    gate_hold hold{gate_ref{gate_fn, gate}};
+    gate_hold hold{gate_ref{gate_fn, gate}, P_R1CS_UPLOAD, P_R1CS_UPLOAD};
     const uint32_t* ends[2] = {a_row_end, b_row_end};
     const r1cs_entry* ents[2] = {a_ent, b_ent};
     size_t nnz[2] = {a_nnz, b_nnz};
@@ -822,7 +835,7 @@ static void bit_sum(const gpu_t& gpu, const cuzk_ws* ws, const affine_dev* pts,
         out.add(p);
         trace(gpu, "split: ones partial sums");
         if (off + range < n)
-            hold.checkpoint();
+            hold.checkpoint(P_SUM_RANGE);
     }
 }
 
@@ -842,7 +855,7 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     if (nrest == 0) return;
     // bit_sum synchronized: nothing of ours is queued. Bulk work yields here too, so
     // that a deadline partition waits for the ones' sum or the rest's MSM, not both.
-    hold.checkpoint();
+    hold.checkpoint(P_SUMS_DONE);
     auto* g = (affine_dev*)ws->d_gather;
     gather<<<(unsigned)((nrest + 255) / 256), 256, 0, gpu[0]>>>(g, pts, d_rest, nrest);
     CUDA_OK(cudaGetLastError());
@@ -852,7 +865,7 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     point rest;
     // Bulk work: yield points between the rest MSM's batches and window groups,
     // taken while a deadline partition waits (msm_yield.cuh).
-    auto y = hold.yields();
+    auto y = hold.yields(P_REST_MSM_STEP);
     RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, dev_ptr_t<fr_t>((fr_t*)d_rest_s), false,
                                 sizeof(affine), y.between, y.urgent);
     if (err.code != cudaSuccess) {
@@ -992,7 +1005,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         t = std::chrono::steady_clock::now();
     }
     // From here this thread queues work on the device's streams.
-    gate_hold hold{gate};
+    gate_hold hold{gate, P_PART_START, P_PART_END};
     const uint32_t* d_ones[3] = {nullptr, nullptr, nullptr};
     const uint32_t* d_rest[3] = {nullptr, nullptr, nullptr};
     const fr_t* d_rest_s[3] = {nullptr, nullptr, nullptr};
@@ -1042,7 +1055,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
                 CUDA_OK(cudaGetLastError());
                 if (gated && (k == 0 || i1 < N)) {
                     s0.sync();
-                    hold.checkpoint();
+                    hold.checkpoint(P_ABC_RANGE);
                 }
             }
         }
@@ -1057,7 +1070,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         out->ms[8] = evms;
         trace(gpu, "a, b, c on the device");
         // Nothing of ours is queued (e1 is done; the NTT streams only wait for it).
-        hold.checkpoint();
+        hold.checkpoint(P_ABC_DONE);
     }
 
     // Coefficients (iNTT, natural in, bit-reversed out) and evaluations on the coset
@@ -1071,7 +1084,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     // should cost next to nothing. Deadline work (no gate) keeps the streams and
     // sppark's own sequence.
     std::function<void()> ntt_point;
-    if (gate.fn && gate.ctx) ntt_point = [&] { hold.checkpoint(); };
+    if (gate.fn && gate.ctx) ntt_point = [&] { hold.checkpoint(P_NTT_STEP); };
     for (int k = 0; k < 3; k++) {
         stream_t& s = gpu[k];
         CUDA_OK(cudaStreamWaitEvent(s, st->arrived[k], 0));
@@ -1079,13 +1092,13 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         trace(gpu, "intt");
         if (gate.fn && gate.ctx) {
             s.sync();
-            hold.checkpoint();
+            hold.checkpoint(P_INTT_DONE);
         }
         ntt_yield_t::run(s, dv[k], in->lg, NTT::InputOutputOrder::RN, NTT::Direction::forward, NTT::Type::coset, ntt_point);
         trace(gpu, "coset ntt");
         if (gate.fn && gate.ctx) {
             s.sync();
-            hold.checkpoint();
+            hold.checkpoint(P_COSET_NTT_DONE);
         }
     }
 
@@ -1099,7 +1112,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     trace(gpu, "h_on_coset");
     if (gate.fn && gate.ctx) {
         gpu.sync();
-        hold.checkpoint();
+        hold.checkpoint(P_H_COSET);
     }
     ntt_yield_t::run(gpu[0], d_a, in->lg, NTT::InputOutputOrder::NN, NTT::Direction::inverse, NTT::Type::coset, ntt_point);
     trace(gpu, "coset intt");
@@ -1107,7 +1120,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     // Every upload into the buffer (the lists too) is done before the MSMs read them.
     CUDA_OK(cudaEventSynchronize(st->t1));
     double wall = ms_since(t);
-    hold.checkpoint();
+    hold.checkpoint(P_INPUTS);
     float up = 0;
     CUDA_OK(cudaEventElapsedTime(&up, st->t0, st->t1));
     out->ms[0] = up;
@@ -1128,7 +1141,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
                 // Within a batch, its windows go in groups (balanced_group: 3 of
                 // 15 at 2^27), a yield point after each, taken only while a
                 // deadline partition waits.
-                auto y = hh.yields();
+                auto y = hh.yields(P_H_MSM_STEP);
                 err = srs->h->invoke(out->h, dev_ptr_t<affine_t>((affine_t*)srs->ph), N - 1,
                                      dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), y.between, y.urgent);
             } else {
@@ -1157,7 +1170,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         h_thread = std::thread([&] {
             try {
                 select_gpu(ws->dev); // per host thread
-                gate_hold hh{gate};
+                gate_hold hh{gate, P_H_START, P_H_END};
                 msm_h(hh);
             } catch (...) {
                 h_err = std::current_exception();
@@ -1177,13 +1190,13 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     else run_msm(gpu, srs ? srs->l.get() : nullptr, srs ? srs->pl : nullptr, in->l_pts, in->nl, in->l_s, false, out->l);
     trace(gpu, "msm l");
     out->ms[3] = ms_since(t);
-    hold.checkpoint();
+    hold.checkpoint(P_L_DONE);
     t = std::chrono::steady_clock::now();
     if (split) split_msm<bucket_t>(gpu, ws, srs->a.get(), srs->pa, d_ones[1], in->nones[1], d_rest[1], d_rest_s[1], in->nrest[1], out->a, hold);
     else run_msm(gpu, srs ? srs->a.get() : nullptr, srs ? srs->pa : nullptr, in->a_pts, in->na, in->a_s, false, out->a);
     trace(gpu, "msm a");
     out->ms[4] = ms_since(t);
-    hold.checkpoint();
+    hold.checkpoint(P_A_DONE);
     t = std::chrono::steady_clock::now();
     if (split) split_msm<bucket_t>(gpu, ws, srs->b1.get(), srs->pb1, d_ones[2], in->nones[2], d_rest[2], d_rest_s[2], in->nrest[2], out->b1, hold);
     else run_msm(gpu, srs ? srs->b1.get() : nullptr, srs ? srs->pb1 : nullptr, in->b1_pts, in->nb, in->b_s, false, out->b1);
@@ -1191,7 +1204,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
     out->ms[6] = 0;
     out->b2.inf();
     if (in->with_b2) {
-        hold.checkpoint();
+        hold.checkpoint(P_B1_DONE);
         t = std::chrono::steady_clock::now();
         if (split) split_msm<bucket_fp2_t>(gpu, ws, srs->b2.get(), srs->pb2, d_ones[2], in->nones[2], d_rest[2], d_rest_s[2], in->nrest[2], out->b2, hold);
         else run_msm(gpu, srs ? srs->b2.get() : nullptr, srs ? srs->pb2 : nullptr, in->b2_pts, in->nb, in->b_s, false, out->b2);

@@ -24,6 +24,7 @@
 //! gate itself knows nothing of CUDA, so its ordering is tested here without a GPU.
 
 use std::{
+    cell::Cell,
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering},
         Condvar, Mutex, MutexGuard,
@@ -31,12 +32,54 @@ use std::{
     time::{Duration, Instant},
 };
 
+/// Where a bulk thread calls the gate: the C side passes the index (`gate_place`
+/// in `cuda/cuzk.cu`, the same order) in the operation's upper bits, so that the
+/// longest wait for a yield point can name the stretch of bulk work it waited for.
+pub const GATE_PLACES: &[&str] = &[
+    "unnamed",
+    "parameter upload step",
+    "matrices upload step",
+    "partition start",
+    "range of a, b's rows",
+    "a, b, c done",
+    "NTT radix step",
+    "an iNTT done",
+    "a coset NTT done",
+    "H on the coset",
+    "inputs arrived",
+    "H's MSM step",
+    "range of 0/1 sums",
+    "0/1 sums done",
+    "rest MSM step",
+    "L done",
+    "A done",
+    "B_G1 done",
+    "partition end",
+    "H thread start",
+    "H thread end",
+];
+
+fn place_name(p: i32) -> &'static str {
+    usize::try_from(p).ok().and_then(|i| GATE_PLACES.get(i)).copied().unwrap_or("unnamed")
+}
+
+thread_local! {
+    /// This thread's last call to the gate: where and when (the start of the
+    /// stretch of device work it is in).
+    static LAST: Cell<(i32, Option<Instant>)> = const { Cell::new((0, None)) };
+}
+
 #[derive(Default)]
 struct State {
     /// Bulk threads between yield points (doing device work).
     running: usize,
     /// Deadline partitions waiting for their turn or running.
     urgent: usize,
+    /// The stretch of bulk work that last let a waiting deadline partition in:
+    /// from and to which places (indices in [`GATE_PLACES`]).
+    released_by: (i32, i32),
+    /// The longest turn's wait and that stretch.
+    max_at: (i32, i32),
 }
 
 /// One device's yield points (module docs).
@@ -58,6 +101,17 @@ pub struct Gate {
     turn_wait_max_ns: AtomicU64,
 }
 
+impl State {
+    /// A bulk thread leaves a stretch of device work at `to`: if that lets a
+    /// waiting deadline partition in, remember the stretch.
+    fn left(&mut self, to: i32) {
+        self.running = self.running.saturating_sub(1);
+        if self.urgent > 0 && self.running == 0 {
+            self.released_by = (LAST.with(|l| l.get().0), to);
+        }
+    }
+}
+
 /// A gate's counters (device statistics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GateStats {
@@ -66,6 +120,9 @@ pub struct GateStats {
     /// Their total wait for the bulk work to reach a yield point, and the longest.
     pub turn_wait: Duration,
     pub turn_wait_max: Duration,
+    /// The stretch of bulk work the longest wait ended with: from and to which
+    /// yield points ([`GATE_PLACES`]; "unnamed" for calls without a place).
+    pub turn_wait_max_at: (&'static str, &'static str),
     /// Stops of bulk threads at yield points, and their total time stopped.
     pub yields: u64,
     pub yielded: Duration,
@@ -79,17 +136,26 @@ impl Gate {
     /// A bulk thread starts device work: waits while a deadline partition is
     /// waiting or running.
     pub fn enter(&self) {
+        self.enter_at(0);
+    }
+
+    fn enter_at(&self, place: i32) {
         let mut s = lock(&self.state);
         while s.urgent > 0 {
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         s.running += 1;
+        LAST.with(|l| l.set((place, Some(Instant::now()))));
     }
 
     /// A bulk thread's device work is over (nothing of it left queued).
     pub fn leave(&self) {
+        self.leave_at(0);
+    }
+
+    fn leave_at(&self, place: i32) {
         let mut s = lock(&self.state);
-        s.running = s.running.saturating_sub(1);
+        s.left(place);
         drop(s);
         self.changed.notify_all();
     }
@@ -98,12 +164,17 @@ impl Gate {
     /// when a deadline partition waits, stands aside until it is done. Whether it
     /// stood aside.
     pub fn checkpoint(&self) -> bool {
+        self.checkpoint_at(0)
+    }
+
+    fn checkpoint_at(&self, place: i32) -> bool {
         if self.urgent.load(Ordering::Acquire) == 0 {
+            LAST.with(|l| l.set((place, Some(Instant::now()))));
             return false;
         }
         let t = Instant::now();
-        self.leave();
-        self.enter();
+        self.leave_at(place);
+        self.enter_at(place);
         self.yields.fetch_add(1, Ordering::Relaxed);
         self.yielded_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         true
@@ -117,14 +188,17 @@ impl Gate {
         let mut s = lock(&self.state);
         s.urgent += 1;
         self.urgent.store(s.urgent, Ordering::Release);
+        let busy = s.running > 0;
         while s.running > 0 {
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
         }
-        drop(s);
         let waited = t.elapsed().as_nanos() as u64;
         self.turns.fetch_add(1, Ordering::Relaxed);
         self.turn_wait_ns.fetch_add(waited, Ordering::Relaxed);
-        self.turn_wait_max_ns.fetch_max(waited, Ordering::Relaxed);
+        if self.turn_wait_max_ns.fetch_max(waited, Ordering::Relaxed) < waited {
+            s.max_at = if busy { s.released_by } else { (0, 0) };
+        }
+        drop(s);
         UrgentTurn(self)
     }
 
@@ -135,10 +209,12 @@ impl Gate {
 
     pub fn stats(&self) -> GateStats {
         let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        let (from, to) = lock(&self.state).max_at;
         GateStats {
             turns: self.turns.load(Ordering::Relaxed),
             turn_wait: ns(&self.turn_wait_ns),
             turn_wait_max: ns(&self.turn_wait_max_ns),
+            turn_wait_max_at: (place_name(from), place_name(to)),
             yields: self.yields.load(Ordering::Relaxed),
             yielded: ns(&self.yielded_ns),
         }
@@ -159,7 +235,8 @@ impl Drop for UrgentTurn<'_> {
 }
 
 /// The operations the C side calls at its yield points (`cuzk_gate_fn` in
-/// `cuda/cuzk.cu`, through `ffi::gate_op`).
+/// `cuda/cuzk.cu`, through `ffi::gate_op`), in the low 8 bits; the place
+/// ([`GATE_PLACES`]) in the bits above.
 pub(crate) const GATE_ENTER: i32 = 0;
 pub(crate) const GATE_LEAVE: i32 = 1;
 pub(crate) const GATE_CHECKPOINT: i32 = 2;
@@ -176,11 +253,12 @@ impl Gate {
     /// One operation from the C side; 1 for a pending deadline partition
     /// (`GATE_PENDING`), else 0.
     pub(crate) fn op(&self, op: i32) -> i32 {
-        match op {
-            GATE_ENTER => self.enter(),
-            GATE_LEAVE => self.leave(),
+        let place = op >> 8;
+        match op & 0xff {
+            GATE_ENTER => self.enter_at(place),
+            GATE_LEAVE => self.leave_at(place),
             GATE_CHECKPOINT => {
-                self.checkpoint();
+                self.checkpoint_at(place);
             }
             GATE_PENDING => return i32::from(self.pending()),
             _ => {}
@@ -291,6 +369,38 @@ mod tests {
         rx.recv().unwrap();
         bulk.join().unwrap();
         assert_eq!(gate.stats().yields, 0);
+    }
+
+    /// The longest wait names the stretch of bulk work it waited for: from the
+    /// bulk thread's last call to the gate to the yield point that let the
+    /// deadline partition in.
+    #[test]
+    fn the_longest_wait_names_its_stretch() {
+        let gate = Arc::new(Gate::default());
+        let at = |op: i32, place: &str| op | (GATE_PLACES.iter().position(|p| *p == place).unwrap() as i32) << 8;
+        let (tx, rx) = mpsc::channel::<()>();
+        let (ready_tx, ready) = mpsc::channel::<()>();
+        let g = gate.clone();
+        let bulk = thread::spawn(move || {
+            g.op(at(GATE_ENTER, "partition start"));
+            g.op(at(GATE_CHECKPOINT, "a, b, c done")); // nobody waits: a new stretch starts here
+            ready_tx.send(()).unwrap();
+            rx.recv().unwrap();
+            g.op(at(GATE_CHECKPOINT, "an iNTT done"));
+            g.op(at(GATE_LEAVE, "partition end"));
+        });
+        ready.recv().unwrap();
+        let g = gate.clone();
+        let urgent = thread::spawn(move || drop(g.urgent()));
+        while !gate.pending() {
+            thread::yield_now();
+        }
+        tx.send(()).unwrap();
+        urgent.join().unwrap();
+        bulk.join().unwrap();
+        let s = gate.stats();
+        assert_eq!(s.turns, 1);
+        assert_eq!(s.turn_wait_max_at, ("a, b, c done", "an iNTT done"), "{s:?}");
     }
 
     /// The callback the C side uses drives the same gate.

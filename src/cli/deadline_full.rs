@@ -283,11 +283,14 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
         let g = d.deadline;
         println!(
             "device {}: {} deadline partitions beside the load, mean wait for a yield point {:.0} ms \
-             (longest {:.0} ms); load work stood aside {} times, {:.2} s in all",
+             (longest {:.0} ms: the load's work from \"{}\" to \"{}\"); load work stood aside {} times, \
+             {:.2} s in all",
             d.device,
             g.turns,
             g.turn_wait.as_secs_f64() * 1e3 / g.turns.max(1) as f64,
             g.turn_wait_max.as_secs_f64() * 1e3,
+            g.turn_wait_max_at.0,
+            g.turn_wait_max_at.1,
             g.yields,
             g.yielded.as_secs_f64()
         );
