@@ -64,9 +64,9 @@ fn place_name(p: i32) -> &'static str {
 }
 
 thread_local! {
-    /// This thread's last call to the gate: where and when (the start of the
-    /// stretch of device work it is in).
-    static LAST: Cell<(i32, Option<Instant>)> = const { Cell::new((0, None)) };
+    /// Where this thread last called the gate: the start of the stretch of
+    /// device work it is in.
+    static LAST: Cell<i32> = const { Cell::new(0) };
 }
 
 #[derive(Default)]
@@ -107,7 +107,7 @@ impl State {
     fn left(&mut self, to: i32) {
         self.running = self.running.saturating_sub(1);
         if self.urgent > 0 && self.running == 0 {
-            self.released_by = (LAST.with(|l| l.get().0), to);
+            self.released_by = (LAST.with(Cell::get), to);
         }
     }
 }
@@ -145,7 +145,7 @@ impl Gate {
             s = self.changed.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         s.running += 1;
-        LAST.with(|l| l.set((place, Some(Instant::now()))));
+        LAST.with(|l| l.set(place));
     }
 
     /// A bulk thread's device work is over (nothing of it left queued).
@@ -169,7 +169,7 @@ impl Gate {
 
     fn checkpoint_at(&self, place: i32) -> bool {
         if self.urgent.load(Ordering::Acquire) == 0 {
-            LAST.with(|l| l.set((place, Some(Instant::now()))));
+            LAST.with(|l| l.set(place));
             return false;
         }
         let t = Instant::now();
