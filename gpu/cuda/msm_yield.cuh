@@ -17,7 +17,7 @@
 // larger batches with wider ones: longer steps between yield points). Given
 // `urgent` as well, invoke() runs each batch's accumulation in launches of
 // set_window_group() windows (accumulate_wins, below), each synchronized, with a
-// yield point after each, and stops at its yield points (calls `between`) only
+// yield point after each and one once a batch's digits are sorted, and stops at its yield points (calls `between`) only
 // while urgent() is true: the wait of a deadline partition is then a window
 // group's, not a batch's. balanced_group() picks a group size.
 
@@ -335,6 +335,19 @@ public:
                             num,              ffi_affine_sz);
 
             for (uint32_t i = 0; i < batch; i++) {
+                if (group != nwins) {
+                    // cuzk: a yield point once the batch's digits are sorted,
+                    // before its first accumulate. Without it the sort (all
+                    // windows of a 2^26-point batch: H at 2^27 with 20-bit
+                    // windows) and the first group ran as one stretch, the
+                    // longest a deadline partition waited for (105-114 ms on an
+                    // H100). Only this call's digits are waited for here.
+                    CUDA_OK(cudaEventSynchronize(ev));
+                    if (stop()) {
+                        gpu[2].sync();
+                        between();
+                    }
+                }
                 gpu[i&1].wait(ev);
 
                 batch_addition<bucket_t><<<gpu.sm_count(), BATCH_ADD_BLOCK_SIZE,
