@@ -72,7 +72,7 @@ typedef int (*cuzk_gate_fn)(const void* gate, int op);
 enum { GATE_ENTER = 0, GATE_LEAVE = 1, GATE_CHECKPOINT = 2, GATE_PENDING = 3 };
 // Where a bulk thread calls the gate, passed in an operation's upper bits so that
 // the longest wait for a yield point names the stretch it waited for. The same
-// order as GATE_PLACES in gpu/src/gate.rs.
+// order as GATE_PLACES in gpu/src/gate.rs (a unit test there checks both).
 enum gate_place {
     P_UNNAMED, P_SRS_UPLOAD, P_R1CS_UPLOAD, P_PART_START, P_ABC_RANGE, P_ABC_DONE,
     P_NTT_STEP, P_INTT_DONE, P_COSET_NTT_DONE, P_H_COSET, P_INPUTS, P_H_MSM_STEP,

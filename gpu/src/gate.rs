@@ -35,6 +35,7 @@ use std::{
 /// Where a bulk thread calls the gate: the C side passes the index (`gate_place`
 /// in `cuda/cuzk.cu`, the same order) in the operation's upper bits, so that the
 /// longest wait for a yield point can name the stretch of bulk work it waited for.
+/// A unit test holds the two lists to one order.
 pub const GATE_PLACES: &[&str] = &[
     "unnamed",
     "parameter upload step",
@@ -374,6 +375,44 @@ mod tests {
     /// The longest wait names the stretch of bulk work it waited for: from the
     /// bulk thread's last call to the gate to the yield point that let the
     /// deadline partition in.
+    /// The C side names a place by its index in `enum gate_place` (cuzk.cu): both
+    /// lists must keep one order, or the longest wait names the wrong stretch.
+    #[test]
+    fn the_c_places_and_their_names_keep_one_order() {
+        let src = include_str!("../cuda/cuzk.cu");
+        let body = src
+            .split("enum gate_place {")
+            .nth(1)
+            .and_then(|r| r.split("};").next())
+            .expect("enum gate_place in cuzk.cu");
+        let c: Vec<&str> = body.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+        let pairs = [
+            ("P_UNNAMED", "unnamed"),
+            ("P_SRS_UPLOAD", "parameter upload step"),
+            ("P_R1CS_UPLOAD", "matrices upload step"),
+            ("P_PART_START", "partition start"),
+            ("P_ABC_RANGE", "range of a, b's rows"),
+            ("P_ABC_DONE", "a, b, c done"),
+            ("P_NTT_STEP", "NTT radix step"),
+            ("P_INTT_DONE", "an iNTT done"),
+            ("P_COSET_NTT_DONE", "a coset NTT done"),
+            ("P_H_COSET", "H on the coset"),
+            ("P_INPUTS", "inputs arrived"),
+            ("P_H_MSM_STEP", "H's MSM step"),
+            ("P_SUM_RANGE", "range of 0/1 sums"),
+            ("P_SUMS_DONE", "0/1 sums done"),
+            ("P_REST_MSM_STEP", "rest MSM step"),
+            ("P_L_DONE", "L done"),
+            ("P_A_DONE", "A done"),
+            ("P_B1_DONE", "B_G1 done"),
+            ("P_PART_END", "partition end"),
+            ("P_H_START", "H thread start"),
+            ("P_H_END", "H thread end"),
+        ];
+        assert_eq!(c, pairs.map(|p| p.0), "enum gate_place in cuzk.cu");
+        assert_eq!(GATE_PLACES, pairs.map(|p| p.1), "GATE_PLACES");
+    }
+
     #[test]
     fn the_longest_wait_names_its_stretch() {
         let gate = Arc::new(Gate::default());
