@@ -121,7 +121,8 @@ if [[ " $PHASES " == *" deadlinefull "* ]]; then
     # DLF_QUIET=1 without deadline work, DLF_EVERY=1500 ms between deadline proofs,
     # DLF_COUNT=10 alone per kind, DLF_LANE=true (backend.deadline_lane), DLF_BACKEND
     # more [backend] lines (e.g. 'msm_h_window_bits = 20\n'), DLF_EXTRA appended to
-    # the config.
+    # the config, DLF_STOP=N: issue nothing new after N s (`--stop-after`), so a run
+    # that would outlast DLF_TIMEOUT still ends with its summary.
     printf '[backend]\nkind = "gpu"\ndeadline_lane = %s\n%b[ingest]\nparam_cache = "/tmp/cuzk-dlf-params"\n%b' "${DLF_LANE:-true}" "${DLF_BACKEND:-}" "${DLF_EXTRA:-}" > "$OUT/deadlinefull.toml"
     t=$(date +%s)
     L="$OUT/deadlinefull-${DLF_SIZE:-32GiB}.log"
@@ -129,13 +130,13 @@ if [[ " $PHASES " == *" deadlinefull "* ]]; then
     NV=$!
     FIL_PROOFS_PARENT_CACHE=/tmp/cuzk-parents timeout "${DLF_TIMEOUT:-560}" "$D/cuzk" --config "$OUT/deadlinefull.toml" bench deadline \
         --load-sector-size "${DLF_SIZE:-32GiB}" --load-proofs "${DLF_PROOFS:-5}" --quiet-proofs "${DLF_QUIET:-1}" \
-        --post-every-ms "${DLF_EVERY:-1500}" --count "${DLF_COUNT:-10}" --work /tmp/cuzk-dlf-work > "$L" 2>&1 &
+        --post-every-ms "${DLF_EVERY:-1500}" --count "${DLF_COUNT:-10}" ${DLF_STOP:+--stop-after "$DLF_STOP"} --work /tmp/cuzk-dlf-work > "$L" 2>&1 &
     P=$!
     sample "$OUT/deadlinefull-mem.txt" $P
     wait $P; rc=$?
     kill $NV 2>/dev/null
     say "bench deadline --load-sector-size ${DLF_SIZE:-32GiB} rc=$rc ($(( $(date +%s) - t )) s)"
-    grep -E '^(backend|fixtures|timing|load|PoRep|phase|alone|recording|steady|device|FAILED)' "$L" | tee -a "$summary"
+    grep -E '^(backend|fixtures|timing|load|stopped|PoRep|phase|alone|recording|steady|device|FAILED)' "$L" | tee -a "$summary"
 fi
 
 if [[ " $PHASES " == *" bench "* ]]; then

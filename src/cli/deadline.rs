@@ -51,6 +51,12 @@ pub struct DeadlineArgs {
     /// in turn, overlapping).
     #[arg(long, default_value_t = 1500)]
     pub(super) post_every_ms: u64,
+    /// With --load-sector-size: issue no load proof and no deadline proof after
+    /// this many seconds since the run began; the proofs in flight finish and the
+    /// summary covers what was done (for a host lent by the hour, instead of a
+    /// kill that loses the summary). The quiet proofs may then be fewer or none.
+    #[arg(long, value_name = "SECS")]
+    pub(super) stop_after: Option<u64>,
 }
 
 /// p50 / p99 / max of `v` in seconds.
@@ -95,6 +101,7 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
     if a.load_sector_size.is_some() {
         return super::deadline_full::run(cfg, a);
     }
+    anyhow::ensure!(a.stop_after.is_none(), "--stop-after needs --load-sector-size (the 2KiB load ends by --count)");
     let dir = cfg.engine.ingest.param_cache_dir();
     std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
     let winning = fil::RegisteredPoStProof::StackedDrgWinning2KiBV1;

@@ -50,6 +50,11 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
     let size = a.load_sector_size.clone().unwrap_or_default();
     let seal = fil::proof_for_sector_size(&size).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(a.load_proofs > a.quiet_proofs, "--load-proofs must be above --quiet-proofs");
+    // --stop-after: nothing new is issued past it (checked by the load threads and
+    // the deadline loop), so the run ends with a summary.
+    let began = Instant::now();
+    let stop_at = a.stop_after.map(|s| began + Duration::from_secs(s));
+    let past = move || stop_at.is_some_and(|t| Instant::now() >= t);
     let dir = cfg.engine.ingest.param_cache_dir();
     std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &dir);
     let winning = fil::RegisteredPoStProof::StackedDrgWinning2KiBV1;
@@ -144,7 +149,7 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
             let (engine, done_at, issued, n) = (engine.clone(), done_at.clone(), issued.clone(), a.load_proofs);
             let (c1, prover, sector) = (load.c1_json.clone(), load.prover_id, load.sector_id);
             std::thread::spawn(move || -> Result<()> {
-                while issued.fetch_add(1, Ordering::SeqCst) < n {
+                while !past() && issued.fetch_add(1, Ordering::SeqCst) < n {
                     let out = engine.submit_blocking(JobSpec::porep_c1(c1.clone(), prover, sector))?.wait_blocking()?;
                     anyhow::ensure!(!out.proofs.is_empty(), "a load proof came back empty");
                     let at = start.elapsed().as_secs_f64();
@@ -166,6 +171,7 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
     let quiet_from = a.load_proofs - a.quiet_proofs;
     while done_at.lock().unwrap_or_else(|p| p.into_inner()).len() < quiet_from
         && !load_threads.iter().all(|h| h.is_finished())
+        && !past()
     {
         // At most MAX_OUTSTANDING of a kind at once: on a slow host, or for a kind
         // that waits long (SnapDeals is bulk work), its turns are skipped (and
@@ -206,6 +212,14 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
         }
     }
     let wall = start.elapsed().as_secs_f64();
+    let made = done_at.lock().unwrap_or_else(|p| p.into_inner()).len();
+    if made < a.load_proofs && past() {
+        println!(
+            "stopped issuing at --stop-after {} s (since the run began): {made} of {} load proofs done",
+            a.stop_after.unwrap_or_default(),
+            a.load_proofs
+        );
+    }
     if skipped > 0 {
         println!("deadline submissions skipped with {MAX_OUTSTANDING} of their kind outstanding: {skipped}");
     }
