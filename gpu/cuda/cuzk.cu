@@ -77,7 +77,8 @@ enum gate_place {
     P_UNNAMED, P_SRS_UPLOAD, P_R1CS_UPLOAD, P_PART_START, P_ABC_RANGE, P_ABC_DONE,
     P_NTT_STEP, P_INTT_DONE, P_COSET_NTT_DONE, P_H_COSET, P_INPUTS, P_H_MSM_STEP,
     P_SUM_RANGE, P_SUMS_DONE, P_REST_MSM_STEP, P_L_DONE, P_A_DONE, P_B1_DONE,
-    P_PART_END, P_H_START, P_H_END,
+    P_PART_END, P_H_START, P_H_END, P_H_MSM_DIGITS, P_H_MSM_BATCH,
+    P_REST_MSM_DIGITS, P_REST_MSM_BATCH,
 };
 
 struct gate_ref {
@@ -112,6 +113,17 @@ struct gate_hold {
     {
         if (!g.fn || !g.ctx) return {};
         return {[this, place] { checkpoint(place); }, [this] { return pending(); }};
+    }
+    // For msm_yield_t::invoke: its yield point says which it is (msm_yield_at), and
+    // each kind has its own name: after a window group, once a batch's digits are
+    // sorted, at a batch's end.
+    yields_t msm_yields(int group, int digits, int batch)
+    {
+        if (!g.fn || !g.ctx) return {};
+        return {[this, group, digits, batch] {
+                    checkpoint(msm_yield_at == MSM_AT_DIGITS ? digits : msm_yield_at == MSM_AT_BATCH ? batch : group);
+                },
+                [this] { return pending(); }};
     }
 };
 
@@ -865,7 +877,7 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     point rest;
     // Bulk work: yield points between the rest MSM's batches and window groups,
     // taken while a deadline partition waits (msm_yield.cuh).
-    auto y = hold.yields(P_REST_MSM_STEP);
+    auto y = hold.msm_yields(P_REST_MSM_STEP, P_REST_MSM_DIGITS, P_REST_MSM_BATCH);
     RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, dev_ptr_t<fr_t>((fr_t*)d_rest_s), false,
                                 sizeof(affine), y.between, y.urgent);
     if (err.code != cudaSuccess) {
@@ -1141,7 +1153,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
                 // Within a batch, its windows go in groups (balanced_group: 3 of
                 // 15 at 2^27), a yield point after each, taken only while a
                 // deadline partition waits.
-                auto y = hh.yields(P_H_MSM_STEP);
+                auto y = hh.msm_yields(P_H_MSM_STEP, P_H_MSM_DIGITS, P_H_MSM_BATCH);
                 err = srs->h->invoke(out->h, dev_ptr_t<affine_t>((affine_t*)srs->ph), N - 1,
                                      dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), y.between, y.urgent);
             } else {

@@ -17,8 +17,8 @@
 // larger batches with wider ones: longer steps between yield points). Given
 // `urgent` as well, invoke() runs each batch's accumulation in launches of
 // set_window_group() windows (accumulate_wins, below), each synchronized, with a
-// yield point after each and one once a batch's digits are sorted, and stops at its yield points (calls `between`) only
-// while urgent() is true: the wait of a deadline partition is then a window
+// yield point after each and one once a batch's digits are sorted, and stops at
+// its yield points (calls `between`) only while urgent() is true: the wait of a deadline partition is then a window
 // group's, not a batch's. balanced_group() picks a group size.
 
 #ifndef CUZK_MSM_YIELD_CUH
@@ -26,6 +26,11 @@
 
 #include <cmath>
 #include <functional>
+
+// Which of invoke()'s yield points calls `between` now, for the gate's names of the
+// stretches between them (cuzk.cu, gate_hold::msm_yields): set just before the call.
+enum { MSM_AT_GROUP = 0, MSM_AT_DIGITS = 1, MSM_AT_BATCH = 2 };
+static thread_local int msm_yield_at = MSM_AT_GROUP;
 
 // sppark's accumulate (pippenger.cuh) over windows [win0, win0+nw) of a batch
 // instead of all of them: the engine launches a batch's windows in groups, so that
@@ -345,6 +350,7 @@ public:
                     CUDA_OK(cudaEventSynchronize(ev));
                     if (stop()) {
                         gpu[2].sync();
+                        msm_yield_at = MSM_AT_DIGITS;
                         between();
                     }
                 }
@@ -381,6 +387,7 @@ public:
                         gpu[i&1].sync();
                         if (stop()) {
                             gpu[2].sync();
+                            msm_yield_at = MSM_AT_GROUP;
                             between();
                         }
                     }
@@ -428,6 +435,7 @@ public:
                 // (the next batch's digits drained), the caller's yield point.
                 if (i < batch-1 && stop()) {
                     gpu[2].sync();
+                    msm_yield_at = MSM_AT_BATCH;
                     between();
                 }
             }
