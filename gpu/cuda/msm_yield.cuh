@@ -18,8 +18,9 @@
 // `urgent` as well, invoke() runs each batch's accumulation in launches of
 // set_window_group() windows (accumulate_wins, below), each synchronized, with a
 // yield point after each and one once a batch's digits are sorted, and stops at
-// its yield points (calls `between`) only while urgent() is true: the wait of a deadline partition is then a window
-// group's, not a batch's. balanced_group() picks a group size.
+// its yield points (calls `between`) only while urgent() is true: the wait of a
+// deadline partition is then a window group's, not a batch's. balanced_group()
+// picks a group size.
 
 #ifndef CUZK_MSM_YIELD_CUH
 #define CUZK_MSM_YIELD_CUH
