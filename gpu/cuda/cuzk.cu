@@ -102,7 +102,9 @@ struct gate_hold {
     gate_hold& operator=(const gate_hold&) = delete;
     void checkpoint(int place) { if (in) g.op(GATE_CHECKPOINT, place); }
     // Cheap (an atomic load on the Rust side): whether to sync and stop now.
-    bool pending() const { return in && g.op(GATE_PENDING) != 0; }
+    // `place`: the yield point asking; when nothing waits the thread goes on past
+    // it, and the gate counts the stretch from there (gate.rs, LAST).
+    bool pending(int place = P_UNNAMED) const { return in && g.op(GATE_PENDING, place) != 0; }
     void release() { if (in) { in = false; g.op(GATE_LEAVE, end); } }
     ~gate_hold() { release(); }
     // msm_yield_t::invoke's pair: a yield point (`between`) at batch and window-group
@@ -112,7 +114,7 @@ struct gate_hold {
     yields_t yields(int place)
     {
         if (!g.fn || !g.ctx) return {};
-        return {[this, place] { checkpoint(place); }, [this] { return pending(); }};
+        return {[this, place] { checkpoint(place); }, [this, place] { return pending(place); }};
     }
     // For msm_yield_t::invoke: its yield point says which it is (msm_yield_at), and
     // each kind has its own name: after a window group, once a batch's digits are
@@ -120,10 +122,10 @@ struct gate_hold {
     yields_t msm_yields(int group, int digits, int batch)
     {
         if (!g.fn || !g.ctx) return {};
-        return {[this, group, digits, batch] {
-                    checkpoint(msm_yield_at == MSM_AT_DIGITS ? digits : msm_yield_at == MSM_AT_BATCH ? batch : group);
-                },
-                [this] { return pending(); }};
+        auto at = [group, digits, batch] {
+            return msm_yield_at == MSM_AT_DIGITS ? digits : msm_yield_at == MSM_AT_BATCH ? batch : group;
+        };
+        return {[this, at] { checkpoint(at()); }, [this, at] { return pending(at()); }};
     }
 };
 

@@ -28,8 +28,9 @@
 #include <cmath>
 #include <functional>
 
-// Which of invoke()'s yield points calls `between` now, for the gate's names of the
-// stretches between them (cuzk.cu, gate_hold::msm_yields): set just before the call.
+// Which of invoke()'s yield points asks `urgent` and calls `between` now, for the
+// gate's names of the stretches between them (cuzk.cu, gate_hold::msm_yields): set
+// just before the yield point's `stop()`.
 enum { MSM_AT_GROUP = 0, MSM_AT_DIGITS = 1, MSM_AT_BATCH = 2 };
 static thread_local int msm_yield_at = MSM_AT_GROUP;
 
@@ -349,9 +350,9 @@ public:
                     // longest a deadline partition waited for (105-114 ms on an
                     // H100). Only this call's digits are waited for here.
                     CUDA_OK(cudaEventSynchronize(ev));
+                    msm_yield_at = MSM_AT_DIGITS;
                     if (stop()) {
                         gpu[2].sync();
-                        msm_yield_at = MSM_AT_DIGITS;
                         between();
                     }
                 }
@@ -386,9 +387,9 @@ public:
                         // them), the next batch's not queued yet, the previous
                         // batch synchronized.
                         gpu[i&1].sync();
+                        msm_yield_at = MSM_AT_GROUP;
                         if (stop()) {
                             gpu[2].sync();
-                            msm_yield_at = MSM_AT_GROUP;
                             between();
                         }
                     }
@@ -434,9 +435,9 @@ public:
 
                 // cuzk: between two batches, with nothing of this call's queued
                 // (the next batch's digits drained), the caller's yield point.
+                msm_yield_at = MSM_AT_BATCH;
                 if (i < batch-1 && stop()) {
                     gpu[2].sync();
-                    msm_yield_at = MSM_AT_BATCH;
                     between();
                 }
             }

@@ -265,7 +265,15 @@ impl Gate {
             GATE_CHECKPOINT => {
                 self.checkpoint_at(place);
             }
-            GATE_PENDING => return i32::from(self.pending()),
+            GATE_PENDING => {
+                let pending = self.pending();
+                // Passed by without stopping: the thread's stretch starts here. (When
+                // it stops, the checkpoint that follows ends the stretch instead.)
+                if !pending && place != 0 {
+                    LAST.with(|l| l.set(place));
+                }
+                return i32::from(pending);
+            }
             _ => {}
         }
         0
@@ -430,9 +438,14 @@ mod tests {
         let g = gate.clone();
         let bulk = thread::spawn(move || {
             g.op(at(GATE_ENTER, "partition start"));
-            g.op(at(GATE_CHECKPOINT, "a, b, c done")); // nobody waits: a new stretch starts here
+            // Nobody waits: a new stretch starts at the checkpoint, then at a yield
+            // point passed by.
+            g.op(at(GATE_CHECKPOINT, "a, b, c done"));
+            assert_eq!(g.op(at(GATE_PENDING, "NTT radix step")), 0);
             ready_tx.send(()).unwrap();
             rx.recv().unwrap();
+            // The next one finds the deadline partition waiting and stops there.
+            assert_eq!(g.op(at(GATE_PENDING, "an iNTT done")), 1);
             g.op(at(GATE_CHECKPOINT, "an iNTT done"));
             g.op(at(GATE_LEAVE, "partition end"));
         });
@@ -447,7 +460,7 @@ mod tests {
         bulk.join().unwrap();
         let s = gate.stats();
         assert_eq!(s.turns, 1);
-        assert_eq!(s.turn_wait_max_at, ("a, b, c done", "an iNTT done"), "{s:?}");
+        assert_eq!(s.turn_wait_max_at, ("NTT radix step", "an iNTT done"), "{s:?}");
     }
 
     /// The callback the C side uses drives the same gate.
