@@ -78,7 +78,7 @@ enum gate_place {
     P_NTT_STEP, P_INTT_DONE, P_COSET_NTT_DONE, P_H_COSET, P_INPUTS, P_H_MSM_STEP,
     P_SUM_RANGE, P_SUMS_DONE, P_REST_MSM_STEP, P_L_DONE, P_A_DONE, P_B1_DONE,
     P_PART_END, P_H_START, P_H_END, P_H_MSM_DIGITS, P_H_MSM_BATCH,
-    P_REST_MSM_DIGITS, P_REST_MSM_BATCH,
+    P_REST_MSM_DIGITS, P_REST_MSM_BATCH, P_H_MSM_SORT, P_REST_MSM_SORT,
 };
 
 struct gate_ref {
@@ -118,16 +118,37 @@ struct gate_hold {
     }
     // For msm_yield_t::invoke: its yield point says which it is (msm_yield_at), and
     // each kind has its own name: after a window group, once a batch's digits are
-    // sorted, at a batch's end.
-    yields_t msm_yields(int group, int digits, int batch)
+    // sorted, at a batch's end, after a step of the digits' sort.
+    yields_t msm_yields(int group, int digits, int batch, int sort)
     {
         if (!g.fn || !g.ctx) return {};
-        auto at = [group, digits, batch] {
-            return msm_yield_at == MSM_AT_DIGITS ? digits : msm_yield_at == MSM_AT_BATCH ? batch : group;
+        auto at = [group, digits, batch, sort] {
+            switch (msm_yield_at) {
+            case MSM_AT_DIGITS: return digits;
+            case MSM_AT_BATCH: return batch;
+            case MSM_AT_SORT: return sort;
+            default: return group;
+            }
         };
         return {[this, at] { checkpoint(at()); }, [this, at] { return pending(at()); }};
     }
 };
+
+// How an MSM of bulk work accumulates its buckets under a gate, a launch (and a
+// yield point) at a time. H with windows of 20 bits or more
+// (`backend.msm_h_window_bits`): spans of H_LAUNCH_ROUNDS buckets per thread, ~15 ms
+// at 2^27 on an H100, where a window is ~10 rounds and ~40 ms (whole windows a
+// launch were the longest steps a deadline partition waited for after the
+// sort's). The others: the fewest whole windows that keep the threads evenly
+// loaded (balanced_group).
+static const uint32_t H_LAUNCH_ROUNDS = 4;
+template<class M> static void engine_launches(M& m, bool is_h)
+{
+    if (is_h && m.window_bits() >= 20)
+        m.set_launch_rounds(H_LAUNCH_ROUNDS);
+    else
+        m.set_window_group(m.balanced_group());
+}
 
 // ---------------------------------------------------------------- devices
 
@@ -246,13 +267,10 @@ extern "C" RustError cuzk_srs_new(size_t dev,
     resident_points(gpu, (int)dev, a, na, s->a, s->pa, hold);
     resident_points(gpu, (int)dev, b1, nb1, s->b1, s->pb1, hold);
     resident_points(gpu, (int)dev, b2, nb2, s->b2, s->pb2, hold);
-    // Window groups for the yield points of bulk work (used only under a gate).
-    // H at windows of 20 bits or more (`backend.msm_h_window_bits`): one a
-    // launch, so that a deadline partition waits for at most one window (~40 ms at
-    // 2^27 and 20 bits on an H100; two a launch are ~1% faster and ~80 ms apart).
+    // Accumulate launches for the yield points of bulk work (used only under a gate).
     for (auto* m : {s->h.get(), s->l.get(), s->a.get(), s->b1.get()})
-        if (m) m->set_window_group(m == s->h.get() && h_wbits >= 20 ? 1 : m->balanced_group());
-    if (s->b2) s->b2->set_window_group(s->b2->balanced_group());
+        if (m) engine_launches(*m, m == s->h.get());
+    if (s->b2) engine_launches(*s->b2, false);
     gpu.sync();
     *out = s.release();
     CUZK_CATCH
@@ -879,7 +897,7 @@ static void split_msm(const gpu_t& gpu, const cuzk_ws* ws, msm_type* msm, const 
     point rest;
     // Bulk work: yield points between the rest MSM's batches and window groups,
     // taken while a deadline partition waits (msm_yield.cuh).
-    auto y = hold.msm_yields(P_REST_MSM_STEP, P_REST_MSM_DIGITS, P_REST_MSM_BATCH);
+    auto y = hold.msm_yields(P_REST_MSM_STEP, P_REST_MSM_DIGITS, P_REST_MSM_BATCH, P_REST_MSM_SORT);
     RustError err = msm->invoke(rest, dev_ptr_t<affine>((affine*)g), nrest, dev_ptr_t<fr_t>((fr_t*)d_rest_s), false,
                                 sizeof(affine), y.between, y.urgent);
     if (err.code != cudaSuccess) {
@@ -1155,7 +1173,7 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
                 // Within a batch, its windows go in groups (balanced_group: 3 of
                 // 15 at 2^27), a yield point after each, taken only while a
                 // deadline partition waits.
-                auto y = hh.msm_yields(P_H_MSM_STEP, P_H_MSM_DIGITS, P_H_MSM_BATCH);
+                auto y = hh.msm_yields(P_H_MSM_STEP, P_H_MSM_DIGITS, P_H_MSM_BATCH, P_H_MSM_SORT);
                 err = srs->h->invoke(out->h, dev_ptr_t<affine_t>((affine_t*)srs->ph), N - 1,
                                      dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), y.between, y.urgent);
             } else {
@@ -1294,12 +1312,14 @@ extern "C" RustError cuzk_execute(cuzk_ws* ws, cuzk_stage* st, const cuzk_srs* s
 // with windows of `wbits[c]` bits (0: sppark's rule; on return, the width used)
 // in batches of at most `max_batch[c]` points (0: sppark's rule), each batch's
 // windows accumulated in launches of `groups[c]` windows (0: one launch per batch,
-// yield points between batches only; UINT32_MAX: balanced_group(); on return, the
-// group used), a yield point taken after every launch, as when a deadline
+// yield points between batches only; UINT32_MAX: the engine's rule,
+// engine_launches; GROUP_ROUNDS | r: launches of r buckets per thread; on return,
+// what was used), a yield point taken after every launch, as when a deadline
 // partition waits all along;
 // otherwise sppark's msm_t in calls of that many points each (n or more: one
 // call over all points, which is how supraseal-c2's prover runs it for H).
 // `ms[c * reps + r]`, `out[c]`: the time of repetition r and the sum, for entry c.
+static const uint32_t GROUP_ROUNDS = 0x80000000u;
 extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t* scalars, size_t n,
                                     const size_t* chunks, uint32_t* wbits, const size_t* max_batch,
                                     uint32_t* groups, size_t nchunks, uint32_t reps,
@@ -1328,9 +1348,21 @@ extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t*
             engine.reset(new msm_h_t(nullptr, n, sizeof(affine_t), (int)dev, wbits[c]));
             wbits[c] = engine->window_bits();
             engine->set_max_batch(max_batch[c]);
-            uint32_t g = groups[c] == UINT32_MAX ? engine->balanced_group() : groups[c];
-            engine->set_window_group(g);
-            groups[c] = g == 0 || g > engine->windows() ? engine->windows() : g;
+            if (groups[c] == UINT32_MAX)
+                engine_launches(*engine, true);
+            else if (groups[c] & GROUP_ROUNDS)
+                engine->set_launch_rounds(groups[c] & ~GROUP_ROUNDS);
+            else
+                engine->set_window_group(groups[c]);
+            // What it runs: whole windows, or rounds (a span under a batch's
+            // buckets that is not whole windows).
+            uint32_t win = 1U << (engine->window_bits() - 1), span = engine->launch_buckets();
+            if (span == 0)
+                groups[c] = engine->windows();
+            else if (span % win == 0)
+                groups[c] = span / win;
+            else
+                groups[c] = GROUP_ROUNDS | (uint32_t)(span / engine->accumulate_threads());
         }
         for (uint32_t r = 0; r < reps; r++) {
             auto t = std::chrono::steady_clock::now();
@@ -1339,7 +1371,7 @@ extern "C" RustError cuzk_bench_msm(size_t dev, const affine_t* pts, const fr_t*
             if (chunks[c] == 0) {
                 size_t y = 0;
                 std::function<bool()> urgent;
-                if (groups[c] < engine->windows()) urgent = [] { return true; };
+                if (engine->launch_buckets() != 0) urgent = [] { return true; };
                 RustError err = engine->invoke(acc, dev_ptr_t<affine_t>((affine_t*)d_pts), n,
                                                dev_ptr_t<fr_t>(&d_s[0]), true, sizeof(affine_t),
                                                [&] { y++; }, urgent);

@@ -17,7 +17,8 @@
 // larger batches with wider ones: longer steps between yield points). Given
 // `urgent` as well, invoke() runs each batch's accumulation in launches of
 // set_window_group() windows (accumulate_wins, below), each synchronized, with a
-// yield point after each and one once a batch's digits are sorted, and stops at
+// yield point after each, one after each launch of a batch's digit sort and one
+// once its digits are sorted, and stops at
 // its yield points (calls `between`) only while urgent() is true: the wait of a
 // deadline partition is then a window group's, not a batch's. balanced_group()
 // picks a group size.
@@ -31,21 +32,23 @@
 // Which of invoke()'s yield points asks `urgent` and calls `between` now, for the
 // gate's names of the stretches between them (cuzk.cu, gate_hold::msm_yields): set
 // just before the yield point's `stop()`.
-enum { MSM_AT_GROUP = 0, MSM_AT_DIGITS = 1, MSM_AT_BATCH = 2 };
+enum { MSM_AT_GROUP = 0, MSM_AT_DIGITS = 1, MSM_AT_BATCH = 2, MSM_AT_SORT = 3 };
 static thread_local int msm_yield_at = MSM_AT_GROUP;
 
-// sppark's accumulate (pippenger.cuh) over windows [win0, win0+nw) of a batch
-// instead of all of them: the engine launches a batch's windows in groups, so that
-// the longest kernel of H's MSM is a group's (one window: ~1/15 of a batch at
-// 2^27) and a deadline partition can go between two groups. Each instantiation
-// keeps its own work counters, per stream as sppark's (launches on one stream run
-// in turn).
+// sppark's accumulate (pippenger.cuh) over the buckets [first, first+count) of a
+// batch, counted across its windows (window y's bucket x is y*2^(wbits-1) + x),
+// instead of all of them: the engine launches a batch's buckets in spans, so that
+// the longest kernel of H's MSM is a span's and a deadline partition can go between
+// two spans. `first` and `count` are multiples of 32 (a warp's lanes share one
+// window: the histogram lookup below reads the lane before's count) and count
+// within a window, or whole windows. Each instantiation keeps its own work
+// counters, per stream as sppark's (launches on one stream run in turn).
 template<class bucket_t,
          class affine_h,
          class bucket_h = class bucket_t::mem_t,
          class affine_t = class bucket_t::affine_t>
 __launch_bounds__(ACCUMULATE_NTHREADS) __global__
-void accumulate_wins(bucket_h buckets_[], uint32_t win0, uint32_t nw, uint32_t wbits,
+void accumulate_wins(bucket_h buckets_[], uint32_t first, uint32_t count, uint32_t wbits,
                      /*const*/ affine_h points_[], const vec2d_t<uint32_t> digits,
                      const vec2d_t<uint32_t> histogram, uint32_t sid = 0)
 {
@@ -68,8 +71,9 @@ void accumulate_wins(bucket_h buckets_[], uint32_t win0, uint32_t nw, uint32_t w
     __syncthreads();
     x = xchg + threadIdx.x/degree;
 
-    while (x < (nw << wbits)) {
-        y = win0 + (x >> wbits);
+    while (x < count) {
+        x += first;
+        y = x >> wbits;
         x &= (1U << wbits) - 1;
         const uint32_t* h = &histogram[y][x];
 
@@ -123,7 +127,8 @@ class msm_yield_t {
     size_t npoints;
     uint32_t wbits, nwins;
     size_t max_batch = 0;
-    uint32_t win_group = 0;
+    // Buckets per accumulate launch under a gate (0: a batch's in one launch).
+    uint32_t span = 0;
     bucket_h *d_buckets;
     affine_h *d_points;
     scalar_t *d_scalars;
@@ -195,7 +200,22 @@ public:
     void set_max_batch(size_t n) { max_batch = n; }
     // Windows per accumulate launch when invoke() is given `urgent` (0: all of a
     // batch's in one launch, as sppark).
-    void set_window_group(uint32_t g) { win_group = g; }
+    void set_window_group(uint32_t g) { span = g >= nwins ? 0 : g << (wbits-1); }
+    // Launches of `rounds` buckets per accumulate thread instead (rounded to whole
+    // warps, or to whole windows where a window is under 1,024 buckets): a launch
+    // takes as long as its busiest thread, so a whole number of rounds keeps every
+    // thread busy to its end whatever the windows' size, and the step a deadline
+    // partition waits for can be shorter than a window (~40 ms at 2^27 with H's
+    // 20-bit windows on an H100: ~10 rounds).
+    void set_launch_rounds(uint32_t rounds)
+    {
+        size_t unit = std::min<size_t>(1024, size_t(1) << (wbits-1));
+        size_t n = (size_t)rounds * accumulate_threads();
+        n = (n + unit - 1) / unit * unit;
+        span = n >= ((size_t)nwins << (wbits-1)) ? 0 : (uint32_t)n;
+    }
+    // Buckets per accumulate launch, for `cuzk bench kernels` (a batch's all: 0).
+    uint32_t launch_buckets() const { return span; }
     uint32_t windows() const { return nwins; }
     // The fewest windows per launch that keep the device's accumulate threads
     // evenly loaded: every launch ends when its longest thread ends, and a thread
@@ -204,18 +224,22 @@ public:
     // 384 threads and 18-bit windows: 1 window 86% busy, 3 windows 97%, 5 99.5%.
     uint32_t balanced_group(double min_busy = 0.96) const
     {
-        // The block size the launch gets (launch_coop: the kernel's maximum), not
-        // ACCUMULATE_NTHREADS, which the host pass sees for pre-Ampere devices.
-        cudaFuncAttributes attr;
-        CUDA_OK(cudaFuncGetAttributes(&attr, accumulate_wins<bucket_t, affine_h>));
-        double threads = (double)gpu.sm_count() * attr.maxThreadsPerBlock / bucket_t::degree;
-        double per_win = (double)(1U << (wbits-1)) / threads;
+        double per_win = (double)(1U << (wbits-1)) / accumulate_threads();
         for (uint32_t g = 1; g < nwins; g++) {
             double work = g * per_win;
             if (work / std::ceil(work) >= min_busy)
                 return g;
         }
         return nwins;
+    }
+    // Threads of an accumulate launch, each summing a bucket at a time: the block
+    // size the launch gets (launch_coop: the kernel's maximum), not
+    // ACCUMULATE_NTHREADS, which the host pass sees for pre-Ampere devices.
+    size_t accumulate_threads() const
+    {
+        cudaFuncAttributes attr;
+        CUDA_OK(cudaFuncGetAttributes(&attr, accumulate_wins<bucket_t, affine_h>));
+        return (size_t)gpu.sm_count() * attr.maxThreadsPerBlock / bucket_t::degree;
     }
     ~msm_yield_t()
     {
@@ -224,8 +248,13 @@ public:
     }
 
 private:
+    // cuzk: `step`, when given, is called after each launch but the last (the
+    // breakdown, then each sort of a pair of windows), so that the caller can
+    // wait for it and stop there: sorting a batch's digits is one of the longest
+    // stretches of an MSM otherwise (all 13 windows of a 2^26-point batch).
     void digits(const scalar_t d_scalars[], size_t len,
-                vec2d_t<uint32_t>& d_digits, vec2d_t<uint2>&d_temps, bool mont)
+                vec2d_t<uint32_t>& d_digits, vec2d_t<uint2>&d_temps, bool mont,
+                const std::function<void()>& step = {})
     {
         // Using larger grid size doesn't make 'sort' run faster, actually
         // quite contrary. Arguably because global memory bus gets
@@ -242,6 +271,7 @@ private:
             d_digits, d_scalars, len, nwins, wbits, mont
         );
         CUDA_OK(cudaGetLastError());
+        if (step) step();
 
         const size_t shared_sz = sizeof(uint32_t) << DIGIT_BITS;
 #if 0
@@ -264,6 +294,7 @@ private:
             gpu[2].launch_coop(sort, {{grid_size, 2}, SORT_BLOCKDIM, shared_sz},
                             d_digits, len, win, d_temps, d_hist,
                             wbits-1, wbits-1, win == nwins-2 ? top-1 : wbits-1);
+            if (step && win + 2 < nwins) step();
         }
         if (win < nwins) {
             gpu[2].launch_coop(sort, {{grid_size, 1}, SORT_BLOCKDIM, shared_sz},
@@ -281,11 +312,12 @@ public:
                                    const std::function<bool()>& urgent = {})
     {
         assert(this->npoints == 0 || npoints <= this->npoints);
-        // With `urgent`: a batch's windows in groups of win_group per launch, and
-        // `between` called at a group's end or a batch's only when `urgent()`
+        // With `urgent`: a batch's buckets in spans of `span` per launch, and
+        // `between` called at a span's end or a batch's only when `urgent()`
         // says a deadline partition waits (at a batch's end, the next batch's
         // digits are then drained first; otherwise they run on).
-        const uint32_t group = urgent && win_group && win_group < nwins ? win_group : nwins;
+        const uint32_t all = nwins << (wbits-1);
+        const uint32_t group = urgent && span && span < all ? span : all;
         auto stop = [&] { return between && (!urgent || urgent()); };
 
         uint32_t lg_npoints = lg2(npoints + npoints/2);
@@ -332,9 +364,26 @@ public:
             size_t num = stride > npoints ? npoints : stride;
             event_t ev;
 
+            // cuzk: with window groups, the sort of a batch's digits goes a
+            // launch at a time, each waited for, with a yield point after it
+            // (taken, as the others, only while a deadline partition waits).
+            // `cur`: the stream of the batch before, whose bucket integration
+            // and window sums may still run beside the sort.
+            int cur = 0;
+            std::function<void()> sort_step;
+            if (group != all)
+                sort_step = [&] {
+                    gpu[2].sync();
+                    msm_yield_at = MSM_AT_SORT;
+                    if (stop()) {
+                        gpu[cur].sync();
+                        between();
+                    }
+                };
+
             if (scalars)
                 gpu[2].HtoD(&d_scalars[d_off], &scalars[h_off], num);
-            digits(&d_scalars[0], num, d_digits, d_temps, mont);
+            digits(&d_scalars[0], num, d_digits, d_temps, mont, sort_step);
             gpu[2].record(ev);
 
             if (points)
@@ -342,7 +391,7 @@ public:
                             num,              ffi_affine_sz);
 
             for (uint32_t i = 0; i < batch; i++) {
-                if (group != nwins) {
+                if (group != all) {
                     // cuzk: a yield point once the batch's digits are sorted,
                     // before its first accumulate. Without it the sort (all
                     // windows of a 2^26-point batch: H at 2^27 with 20-bit
@@ -365,19 +414,19 @@ public:
                 );
                 CUDA_OK(cudaGetLastError());
 
-                if (group == nwins) {
+                if (group == all) {
                     gpu[i&1].launch_coop(accumulate<bucket_t, affine_h>,
                         {gpu.sm_count(), 0},
                         d_buckets, nwins, wbits, &d_points[d_off], d_digits, d_hist, i&1
                     );
                 } else {
-                    for (uint32_t w0 = 0; w0 < nwins; w0 += group) {
-                        uint32_t nw = std::min(group, nwins - w0);
+                    for (uint32_t b0 = 0; b0 < all; b0 += group) {
+                        uint32_t nb = std::min(group, all - b0);
                         gpu[i&1].launch_coop(accumulate_wins<bucket_t, affine_h>,
                             {gpu.sm_count(), 0},
-                            d_buckets, w0, nw, wbits, &d_points[d_off], d_digits, d_hist, i&1
+                            d_buckets, b0, nb, wbits, &d_points[d_off], d_digits, d_hist, i&1
                         );
-                        if (w0 + nw >= nwins)
+                        if (b0 + nb >= all)
                             break;
                         // Each group synchronized (a gap of a host wake-up, which
                         // the other MSM thread's kernels fill), so that a deadline
@@ -410,8 +459,9 @@ public:
                     if (scalars)
                         gpu[2].HtoD(&d_scalars[0], &scalars[h_off], num);
                     gpu[2].wait(ev);
+                    cur = i&1;
                     digits(&d_scalars[scalars ? 0 : h_off], num,
-                           d_digits, d_temps, mont);
+                           d_digits, d_temps, mont, sort_step);
                     gpu[2].record(ev);
 
                     if (points) {

@@ -25,6 +25,7 @@
 
 use std::{
     cell::Cell,
+    collections::HashMap,
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering},
         Condvar, Mutex, MutexGuard,
@@ -62,6 +63,8 @@ pub const GATE_PLACES: &[&str] = &[
     "H's batch end",
     "rest's digits sorted",
     "rest's batch end",
+    "H's sort step",
+    "rest's sort step",
 ];
 
 fn place_name(p: i32) -> &'static str {
@@ -85,6 +88,9 @@ struct State {
     released_by: (i32, i32),
     /// The longest turn's wait and that stretch.
     max_at: (i32, i32),
+    /// Per stretch that let a waiting deadline partition in: waits it ended,
+    /// their total and the longest (ns).
+    by_stretch: HashMap<(i32, i32), (u64, u64, u64)>,
 }
 
 /// One device's yield points (module docs).
@@ -131,6 +137,22 @@ pub struct GateStats {
     /// Stops of bulk threads at yield points, and their total time stopped.
     pub yields: u64,
     pub yielded: Duration,
+    /// The stretches of bulk work whose waits were longest, longest first: which
+    /// step to cut next (the longest alone can hide a second one just as long).
+    pub worst: [Option<StretchWait>; WORST_STRETCHES],
+}
+
+/// How many stretches [`GateStats::worst`] keeps.
+pub const WORST_STRETCHES: usize = 4;
+
+/// The waits that one stretch of bulk work ended (from one yield point to the next).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StretchWait {
+    pub from: &'static str,
+    pub to: &'static str,
+    pub waits: u64,
+    pub total: Duration,
+    pub max: Duration,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -203,6 +225,11 @@ impl Gate {
         if self.turn_wait_max_ns.fetch_max(waited, Ordering::Relaxed) < waited {
             s.max_at = if busy { s.released_by } else { (0, 0) };
         }
+        if busy {
+            let at = s.released_by;
+            let e = s.by_stretch.entry(at).or_default();
+            *e = (e.0 + 1, e.1 + waited, e.2.max(waited));
+        }
         drop(s);
         UrgentTurn(self)
     }
@@ -214,7 +241,21 @@ impl Gate {
 
     pub fn stats(&self) -> GateStats {
         let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
-        let (from, to) = lock(&self.state).max_at;
+        let s = lock(&self.state);
+        let (from, to) = s.max_at;
+        let mut by: Vec<_> = s.by_stretch.iter().map(|(k, v)| (*k, *v)).collect();
+        drop(s);
+        by.sort_by_key(|&(at, (_, _, max))| (std::cmp::Reverse(max), at));
+        let mut worst = [None; WORST_STRETCHES];
+        for (w, ((from, to), (waits, total, max))) in worst.iter_mut().zip(by) {
+            *w = Some(StretchWait {
+                from: place_name(from),
+                to: place_name(to),
+                waits,
+                total: Duration::from_nanos(total),
+                max: Duration::from_nanos(max),
+            });
+        }
         GateStats {
             turns: self.turns.load(Ordering::Relaxed),
             turn_wait: ns(&self.turn_wait_ns),
@@ -222,6 +263,7 @@ impl Gate {
             turn_wait_max_at: (place_name(from), place_name(to)),
             yields: self.yields.load(Ordering::Relaxed),
             yielded: ns(&self.yielded_ns),
+            worst,
         }
     }
 }
@@ -424,6 +466,8 @@ mod tests {
             ("P_H_MSM_BATCH", "H's batch end"),
             ("P_REST_MSM_DIGITS", "rest's digits sorted"),
             ("P_REST_MSM_BATCH", "rest's batch end"),
+            ("P_H_MSM_SORT", "H's sort step"),
+            ("P_REST_MSM_SORT", "rest's sort step"),
         ];
         assert_eq!(c, pairs.map(|p| p.0), "enum gate_place in cuzk.cu");
         assert_eq!(GATE_PLACES, pairs.map(|p| p.1), "GATE_PLACES");
@@ -461,6 +505,14 @@ mod tests {
         let s = gate.stats();
         assert_eq!(s.turns, 1);
         assert_eq!(s.turn_wait_max_at, ("NTT radix step", "an iNTT done"), "{s:?}");
+        // The per-stretch table holds the same wait under the same names.
+        let w = s.worst[0].expect("one stretch ended a wait");
+        assert_eq!((w.from, w.to, w.waits, w.max), ("NTT radix step", "an iNTT done", 1, s.turn_wait_max));
+        assert_eq!(s.worst[1], None);
+        // A turn that finds no bulk work waits for nothing and names no stretch.
+        drop(gate.urgent());
+        let s = gate.stats();
+        assert_eq!((s.turns, s.worst[0].map(|w| w.waits), s.worst[1]), (2, Some(1), None));
     }
 
     /// The callback the C side uses drives the same gate.

@@ -107,7 +107,8 @@ pub struct MsmRun {
     /// The engine's H on a device: its window width in bits (0 otherwise).
     pub wbits: u32,
     /// The engine's H on a device: windows per accumulate launch (its windows:
-    /// one launch per batch; 0 otherwise).
+    /// one launch per batch; 0 otherwise), or [`GROUP_ROUNDS`] | buckets per
+    /// thread.
     pub group: u32,
     /// Wall time of each repetition, ms.
     pub ms: Vec<f64>,
@@ -127,9 +128,13 @@ pub struct MsmWay {
     pub group: u32,
 }
 
-/// [`MsmWay::group`]: the engine's own choice (`balanced_group` in
-/// `cuda/msm_yield.cuh`).
+/// [`MsmWay::group`]: the engine's own choice (`engine_launches` in
+/// `cuda/cuzk.cu`).
 pub const GROUP_ENGINE: u32 = u32::MAX;
+
+/// [`MsmWay::group`] and [`MsmRun::group`]: `GROUP_ROUNDS | r` is launches of r
+/// buckets per accumulate thread (spans across windows) instead of whole windows.
+pub const GROUP_ROUNDS: u32 = 1 << 31;
 
 /// Batches sppark's MSM cuts `n` points into with `wbits`-bit windows
 /// (`msm_t::invoke` in sppark/msm/pippenger.cuh, and `msm_yield.cuh`).

@@ -308,6 +308,18 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
             g.yields,
             g.yielded.as_secs_f64()
         );
+        // Which stretches of the load's work ended the longest waits: the next one to cut.
+        for w in g.worst.iter().flatten() {
+            println!(
+                "device {}: waits ended by the load's work from \"{}\" to \"{}\": {}, mean {:.0} ms, longest {:.0} ms",
+                d.device,
+                w.from,
+                w.to,
+                w.waits,
+                w.total.as_secs_f64() * 1e3 / w.waits.max(1) as f64,
+                w.max.as_secs_f64() * 1e3
+            );
+        }
     }
     let failures = failures.lock().unwrap_or_else(|p| p.into_inner());
     for f in failures.iter().chain(&load_errors) {

@@ -7,7 +7,8 @@
 //! points before 2026-12-06), so the table gives both a kernel's speed and what
 //! yield points cost. `--wbits` adds rows of the engine's H with other window
 //! widths than sppark's rule picks, `--groups` rows with other numbers of windows
-//! per accumulate launch, at sppark's width and at each `--wbits` one (the engine's
+//! per accumulate launch and `--rounds` rows with launches of R buckets per thread
+//! across windows, at sppark's width and at each `--wbits` one (the engine's
 //! H yields after each launch when a deadline partition waits; its rows here take
 //! every yield point).
 
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use cuzk::gpu::kernels::{cuda_devices, time_msm_h, time_ntt, HInputs, On};
+use cuzk::gpu::kernels::{cuda_devices, time_msm_h, time_ntt, HInputs, On, GROUP_ROUNDS};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Where {
@@ -47,6 +48,12 @@ pub struct KernelsArgs {
     /// batches only).
     #[arg(long, value_delimiter = ',', value_name = "G,...")]
     groups: Vec<u32>,
+    /// Also the engine's H in accumulate launches of R buckets per thread, across
+    /// windows (its own choice with windows of 20 bits or more: 4), a yield point
+    /// after each launch, at sppark's width and at each `--wbits` width
+    /// (comma-separated; a device only; 1..=1024).
+    #[arg(long, value_delimiter = ',', value_name = "R,...")]
+    rounds: Vec<u32>,
     /// Repetitions of each kernel (the table gives their median, min and max).
     #[arg(long, default_value_t = 3)]
     reps: u32,
@@ -89,6 +96,17 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
     if on == On::Cpu && !a.groups.is_empty() {
         bail!("--groups sets the device MSM's windows per launch: not for the CPU");
     }
+    if on == On::Cpu && !a.rounds.is_empty() {
+        bail!("--rounds sets the device MSM's buckets per launch: not for the CPU");
+    }
+    if let Some(r) = a.rounds.iter().find(|r| !(1..=1024).contains(*r)) {
+        bail!("--rounds {r} is outside 1..=1024");
+    }
+    if let Some(g) = a.groups.iter().find(|&&g| g & GROUP_ROUNDS != 0) {
+        bail!("--groups {g} is not a number of windows");
+    }
+    // Rounds go to the device as groups with a flag (GROUP_ROUNDS).
+    let groups: Vec<u32> = a.groups.iter().copied().chain(a.rounds.iter().map(|r| GROUP_ROUNDS | r)).collect();
     if let Some(w) = a.wbits.iter().find(|w| !(10..=26).contains(*w)) {
         bail!("--wbits {w} is outside 10..=26 (sppark's sort takes up to 26 bits)");
     }
@@ -128,7 +146,7 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
         let inp = HInputs::new(k, a.seed);
         tracing::info!(log2 = k, ms = t.elapsed().as_millis() as u64, "inputs generated");
         let n = inp.points.len() as f64;
-        let runs = time_msm_h(on, &inp, &chunks, &a.wbits, &a.groups, a.reps)?;
+        let runs = time_msm_h(on, &inp, &chunks, &a.wbits, &groups, a.reps)?;
         let one = stats(&runs[0].ms).0;
         for (i, r) in runs.iter().enumerate() {
             // A chunk as large as the whole is the single call again, and a window
@@ -146,6 +164,9 @@ pub fn run(a: KernelsArgs) -> Result<ExitCode> {
             let (med, min, max) = stats(&r.ms);
             let name = match (i, r.chunk) {
                 (0, _) => "msm_h one call".to_string(),
+                (_, 0) if r.group & GROUP_ROUNDS != 0 => {
+                    format!("msm_h engine w{} r{}, {} yields", r.wbits, r.group & !GROUP_ROUNDS, r.yields)
+                }
                 (_, 0) => format!("msm_h engine w{} g{}, {} yields", r.wbits, r.group, r.yields),
                 (_, c) => format!("msm_h chunks of 2^{}", c.trailing_zeros()),
             };
