@@ -158,6 +158,8 @@ fn bench_kernels_times_and_checks_the_msm_on_the_cpu() {
     assert!(!ok && err.contains("--reps must be at least 1"), "{err}");
     let (ok, _, err) = run(cuzk().args(["bench", "kernels", "--on", "cpu", "--groups", "3"]));
     assert!(!ok && err.contains("--groups sets the device MSM's windows per launch"), "{err}");
+    let (ok, _, err) = run(cuzk().args(["bench", "kernels", "--on", "cpu", "--rounds", "4"]));
+    assert!(!ok && err.contains("--rounds sets the device MSM's buckets per launch"), "{err}");
 }
 
 /// `prove --grid-synth … --grid-jobs …` (the budget grid, docs/benchmarks.md): every
