@@ -222,10 +222,11 @@ struct cuzk_srs {
     }
 };
 
-// Points per upload step of a parameter set: ~400 MB of G1 points, ~60 ms from
-// pageable memory, the longest a deadline partition waits for an upload (a 32GiB
-// set is 44 GiB: ~6 s in one piece).
-static const size_t SRS_UPLOAD_CHUNK = (size_t)1 << 22;
+// Points per upload step of a parameter set: ~200 MB of G1 points, the longest a
+// deadline partition waits for an upload (a 32GiB set is 44 GiB: ~6 s in one
+// piece). Steps of ~400 MB were the second-longest stretch under a 32GiB load on an
+// H100 (mean 30 ms, longest 39 ms; 2026-12-07).
+static const size_t SRS_UPLOAD_CHUNK = (size_t)1 << 21;
 
 template<class msm_type, class affine_dev, class affine>
 static void resident_points(const gpu_t& gpu, int dev, const affine* host, size_t n,
@@ -310,7 +311,7 @@ struct cuzk_r1cs {
 };
 
 // Bytes per upload step (as SRS_UPLOAD_CHUNK), a yield point after each.
-static const size_t R1CS_UPLOAD_CHUNK = (size_t)400 << 20;
+static const size_t R1CS_UPLOAD_CHUNK = (size_t)200 << 20;
 
 static void upload_steps(const gpu_t& gpu, void* d, const void* h, size_t bytes, gate_hold& hold)
 {
