@@ -16,12 +16,12 @@
 // per batch (sppark's rule gives 2^24 at 2^27 with 18-bit windows, and fewer,
 // larger batches with wider ones: longer steps between yield points). Given
 // `urgent` as well, invoke() runs each batch's accumulation in launches of
-// set_window_group() windows (accumulate_wins, below), each synchronized, with a
-// yield point after each, one after each launch of a batch's digit sort and one
-// once its digits are sorted, and stops at
-// its yield points (calls `between`) only while urgent() is true: the wait of a
-// deadline partition is then a window group's, not a batch's. balanced_group()
-// picks a group size.
+// set_window_group() windows or of set_launch_rounds() spans of buckets across
+// windows (accumulate_wins, below), each synchronized, with a yield point after
+// each, one after each launch of a batch's digit sort and one once its digits are
+// sorted, and stops at its yield points (calls `between`) only while urgent() is
+// true: the wait of a deadline partition is then a launch's, not a batch's.
+// balanced_group() picks a group size.
 
 #ifndef CUZK_MSM_YIELD_CUH
 #define CUZK_MSM_YIELD_CUH

@@ -8,8 +8,9 @@
 //! (a partition's main thread and its H-MSM thread, a parameter upload) check in at
 //! yield points between their kernels — between ranges of a's and b's rows and after
 //! c, after each radix step of a large NTT (`ntt_yield.cuh`) and after H on the
-//! coset, between the batches of every MSM and between
-//! the window groups inside a batch (`msm_yield.cuh`), between the L, A and B MSMs
+//! coset, between the batches of every MSM, between the accumulate launches inside
+//! a batch (window groups; spans of buckets for H) and after each launch of its
+//! digit sort (`msm_yield.cuh`), between the L, A and B MSMs
 //! and between the two halves of each (the 0/1 sums in ranges of 2^24 indices, the
 //! rest's MSM), between chunks of a parameter upload — each point a place where the
 //! thread has nothing queued on the device. The points inside a batch and between
@@ -17,8 +18,9 @@
 //! ([`Gate::pending`]). A deadline partition takes its turn ([`Gate::urgent`]) once
 //! every bulk thread is at such a point or outside; bulk threads that reach one
 //! meanwhile wait until it is done. So a deadline partition waits at most for one
-//! step of the bulk work (a window group of H, ~29 ms at 2^27 on an H100; a whole
-//! batch was ~0.14 s), not for the whole partition.
+//! step of the bulk work (a span of H's buckets, ~15 ms at 2^27 on an H100 alone;
+//! a whole batch was ~0.14 s), not for the whole partition. [`GateStats::worst`]
+//! names the stretches that made it wait longest.
 //!
 //! The C side (`cuda/cuzk.cu`) calls back into [`Gate`] through `ffi::gate_op`; the
 //! gate itself knows nothing of CUDA, so its ordering is tested here without a GPU.
