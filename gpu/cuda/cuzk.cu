@@ -1171,9 +1171,10 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
                 // One call; bulk work yields between sppark's batches (2^24 points
                 // at 2^27: ~0.14 s each on an H100). Calls of 2^25 points, the way
                 // before 2026-12-06, cost H 5.2% more (`cuzk bench kernels`).
-                // Within a batch, its windows go in groups (balanced_group: 3 of
-                // 15 at 2^27), a yield point after each, taken only while a
-                // deadline partition waits.
+                // Within a batch, its buckets go in launches (engine_launches:
+                // spans of 4 buckets per thread at 20-bit windows), a yield point
+                // after each and after each step of its digit sort, taken only
+                // while a deadline partition waits.
                 auto y = hh.msm_yields(P_H_MSM_STEP, P_H_MSM_DIGITS, P_H_MSM_BATCH, P_H_MSM_SORT);
                 err = srs->h->invoke(out->h, dev_ptr_t<affine_t>((affine_t*)srs->ph), N - 1,
                                      dev_ptr_t<fr_t>(d_a), true, sizeof(affine_t), y.between, y.urgent);
