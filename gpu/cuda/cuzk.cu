@@ -1168,8 +1168,9 @@ static void execute_partition(const gpu_t& gpu, cuzk_ws* ws, cuzk_stage* st, con
         if (N > 1) {
             RustError err{cudaSuccess};
             if (srs && srs->h) {
-                // One call; bulk work yields between sppark's batches (2^24 points
-                // at 2^27: ~0.14 s each on an H100). Calls of 2^25 points, the way
+                // One call; bulk work yields between sppark's batches (at 2^27: two
+                // of 2^26 points with 20-bit windows, eight of 2^24 with sppark's
+                // 18). Calls of 2^25 points, the way
                 // before 2026-12-06, cost H 5.2% more (`cuzk bench kernels`).
                 // Within a batch, its buckets go in launches (engine_launches:
                 // spans of 4 buckets per thread at 20-bit windows), a yield point
