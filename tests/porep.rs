@@ -24,32 +24,30 @@ fn engine(dir: PathBuf) -> Engine {
     Engine::start(cfg).unwrap()
 }
 
+/// A C1 output proves and verifies; the Lotus/Curio wrapper around it parses to the
+/// same C1 output, so it proves the same bytes (the wrapper's proof itself is verified
+/// through the daemon in daemon.rs).
 #[test]
 fn c1_json_and_wrapper_prove_and_verify() {
     let dir = param_cache();
     let f = fixture(1);
+    let parsed = |b: &[u8]| serde_json::to_vec(&fil::parse_c1(b, usize::MAX).unwrap().output).unwrap();
+    assert_eq!(parsed(&f.c1_json), parsed(&f.wrapper_json), "the wrapper carries the same C1 output");
     let engine = engine(dir);
     let a =
         engine.submit_blocking(JobSpec::porep_c1(f.c1_json.clone(), f.prover_id, f.sector_id).with_seed(9)).unwrap();
-    let b = engine
-        .submit_blocking(JobSpec::porep_c1(f.wrapper_json.clone(), f.prover_id, f.sector_id).with_seed(9))
-        .unwrap();
-    let (a, b) = (a.wait_blocking().unwrap(), b.wait_blocking().unwrap());
-    let (pa, pb) = (a.proof_bytes(), b.proof_bytes());
+    let a = a.wait_blocking().unwrap();
+    let pa = a.proof_bytes();
     assert_eq!(pa.len(), 192 * usize::from(PROOF.partitions()));
     assert!(verify(&f, f.sector_id, &pa), "verify_seal rejected the proof from c1.json");
-    assert!(verify(&f, f.sector_id, &pb), "verify_seal rejected the proof from the wrapper");
-    assert_eq!(pa, pb, "same C1, same randomness: same bytes in both formats");
     assert!(!verify(&f, f.sector_id + 1, &pa), "a proof must not verify for another sector");
     // The witness is mostly bits: PrepareMsm split the MSM scalars by value, and the
     // same proof comes out with every scalar converted instead.
     assert!(a.timings.ops.iter().any(|(n, _)| *n == "bit_split"), "the PoRep witness takes the bit split");
     // The circuit was recorded (blank) while the parameters loaded: no partition of
-    // the engine's first jobs records it, each computes only its witness.
-    for o in [&a, &b] {
-        let ops: Vec<_> = o.timings.ops.iter().map(|(n, _)| *n).collect();
-        assert!(ops.contains(&"synth_native") && !ops.contains(&"synth_record"), "{ops:?}");
-    }
+    // the engine's first job records it, it computes only its witness.
+    let ops: Vec<_> = a.timings.ops.iter().map(|(n, _)| *n).collect();
+    assert!(ops.contains(&"synth_native") && !ops.contains(&"synth_record"), "{ops:?}");
     engine.shutdown();
     let dense = engine_with(|c| {
         c.ingest.param_cache = param_cache();
