@@ -200,6 +200,28 @@ mod tests {
         assert_eq!(f, v);
     }
 
+    /// At 2^17 both parallel paths run (many small blocks, a group a task; few large
+    /// blocks, split across tasks): entries against the sum that defines them.
+    #[test]
+    fn large_ntt_matches_its_definition() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let log = 17;
+        let n = 1usize << log;
+        let v: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+        let w = omega(log).unwrap();
+        let mut f = v.clone();
+        ntt(&mut f, w);
+        for i in [0, 1, 2, 4097, n / 2 + 3, n - 1] {
+            let wi = w.pow_vartime([i as u64]);
+            let (mut acc, mut x) = (Scalar::ZERO, Scalar::ONE);
+            for vj in &v {
+                acc += *vj * x;
+                x *= wi;
+            }
+            assert_eq!(f[i], acc, "entry {i}");
+        }
+    }
+
     #[test]
     fn h_times_z_is_ab_minus_c() {
         // Choose polynomials A, B of degree < m/2 so A*B - C is divisible by Z when C
