@@ -35,6 +35,10 @@ struct Sample {
     secs: f64,
     /// (queue wait, busy) per stage, in seconds.
     stages: [(f64, f64); 7],
+    /// The backend's operations, summed over the job's partitions; beside the
+    /// load also the lane's waits and spans (`lane_wait`, `yield_wait`, `prep`,
+    /// `execute`): where ProveGpu's busy time went.
+    ops: Vec<(&'static str, f64)>,
 }
 
 /// Deadline proofs of one kind outstanding at once.
@@ -289,6 +293,8 @@ pub fn run(cfg: &Config, a: DeadlineArgs) -> Result<ExitCode> {
                     s.secs,
                     per_stage(|i| s.stages[i])
                 );
+                let ops: Vec<String> = s.ops.iter().map(|(n, d)| format!("{n} {:.0}", d * 1e3)).collect();
+                println!("{phase:<10} {kind:<22} slowest, operations (ms): {}", ops.join(", "));
             }
         }
     }
@@ -339,7 +345,8 @@ fn prove_one(engine: &Engine, kind: &'static str, make: &Make, check: &Check, si
     for (acc, st) in stages.iter_mut().zip(out.timings.stages.iter()) {
         *acc = (st.queue_wait.as_secs_f64(), st.busy.as_secs_f64());
     }
-    Ok(Sample { at, secs, stages })
+    let ops = out.timings.ops.iter().map(|(n, d)| (*n, d.as_secs_f64())).collect();
+    Ok(Sample { at, secs, stages, ops })
 }
 
 /// "stage q/b, ..." in ms, from (queue wait, busy) in seconds per stage index.

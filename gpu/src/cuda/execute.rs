@@ -198,6 +198,7 @@ impl CudaBackend {
     ) -> Result<MsmResults, GpuError> {
         let device = &self.devices[dev];
         let index = device.info.index;
+        let started = std::time::Instant::now();
         if self.inject_oom.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
             return Err(GpuError::Cuda {
                 op: "execute",
@@ -343,9 +344,14 @@ impl CudaBackend {
         let gate = device.gate_for(st);
         let DeviceState { ws, resident: res, .. } = st;
         let ws = ws.as_mut().expect("workspace allocated above");
+        // The host's share before the kernels: workspace, buffer, resident sets,
+        // a, b, c on the host, dense vectors, the upload when not staged.
+        let prep = started.elapsed();
+        let t = std::time::Instant::now();
         let out = ws
             .execute(&buffer.stage, resident.map(|i| &res[i].srs), &inputs, staged, gate)
             .map_err(cuda_err("execute", dev))?;
+        let execute = t.elapsed();
         drop(rebuilt);
         if matrices.is_some() {
             abc_ops.push(("abc_device", ms(out.ms[8])));
@@ -367,6 +373,11 @@ impl CudaBackend {
         ]);
         if arr.with_b_g2 {
             timings.push(("msm_b_g2", ms(out.ms[6])));
+        }
+        if st.lane {
+            // Spans over the ops above (the deadline bench's breakdown), so only
+            // for a deadline partition beside the load.
+            timings.extend([("prep", prep), ("execute", execute)]);
         }
         Ok(MsmResults {
             h: ffi::g1_projective(out.h),
@@ -401,6 +412,7 @@ impl CudaBackend {
         // each lane runs another deadline partition (tens of ms), wait for one,
         // unless a device comes free meanwhile (then the usual way: it goes before
         // every bulk partition waiting there).
+        let asked = std::time::Instant::now();
         let (dev, mut lane) = loop {
             let mut order: Vec<usize> =
                 (0..self.devices.len()).filter(|&d| self.slots.health(d) == crate::DeviceHealth::Healthy).collect();
@@ -415,10 +427,13 @@ impl CudaBackend {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         };
+        let lane_wait = asked.elapsed();
         let device = &self.devices[dev];
         let result = {
             let _call = self.slots.watch().begin_lane(dev);
+            let t = std::time::Instant::now();
             let _turn = device.gate.urgent();
+            let yield_wait = t.elapsed();
             self.run(
                 dev,
                 &mut lane,
@@ -428,6 +443,13 @@ impl CudaBackend {
                 self.opts.srs_resident,
                 fault.take(),
             )
+            .map(|mut r| {
+                // Where a deadline partition's ProveGpu time went beside the load:
+                // another deadline partition in the lane, the bulk work's next
+                // yield point, then its own run (`prep`, `execute`).
+                r.timings.extend([("lane_wait", lane_wait), ("yield_wait", yield_wait)]);
+                r
+            })
         };
         device.publish(&lane);
         let e = match result {
