@@ -178,6 +178,7 @@ pub fn build(cfg: &Config, selected: SelectedBackend, timeline: Arc<Timeline>) -
     let urgent = synthesize::UrgentThread::spawn().map(Arc::new);
     // Built here, before any worker is reniced, so its threads are not.
     crate::runtime::urgent_pool::init();
+    crate::runtime::urgent_pool::lower_bulk_pool(cfg.synthesize.bulk_pool_nice);
     let urgent_at = cfg.ingest.priority.express;
     let native = cfg.synthesize.native;
     let abc_on_device = backend.abc_on_device();

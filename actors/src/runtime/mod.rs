@@ -30,6 +30,22 @@
 pub mod queue;
 pub mod urgent_pool;
 
+/// Lowers the calling thread's scheduling priority to `nice` (Linux: the nice value
+/// is per thread); never raises it, which needs privileges.
+pub fn lower_thread_priority(nice: i32) {
+    // SAFETY: plain syscalls on the calling thread (who = 0), no pointers.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    unsafe {
+        let current = libc::getpriority(libc::PRIO_PROCESS, 0);
+        if nice > current {
+            libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
 use std::{
     sync::{atomic::Ordering::Relaxed, Arc, RwLock},
     time::{Duration, Instant},

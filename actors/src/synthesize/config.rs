@@ -29,6 +29,11 @@ pub struct SynthesizeConfig {
     /// cores at once to the stages that feed the GPU (PrepareMsm, StagePcie,
     /// ProveGpu's host side), which otherwise wait behind it.
     pub nice: i32,
+    /// Nice value of rayon's global pool, where only bulk work's parallel parts
+    /// run (PrepareMsm's split, StagePcie's copies; deadline work has a pool of its
+    /// own, `runtime/urgent_pool.rs`): the engine renices the pool's threads at
+    /// start. 0 = unchanged.
+    pub bulk_pool_nice: i32,
     /// Pre-compiled synthesis writes a, b, c straight into pinned memory lent by
     /// the GPU backend's pinned host pool (`backend.pinned_memory`), so StagePcie has
     /// nothing of them to copy. When the pool is at its bound they go to the heap
@@ -59,6 +64,7 @@ impl Default for SynthesizeConfig {
             precompile: true,
             native: true,
             nice: 10,
+            bulk_pool_nice: 19,
             write_pinned: true,
             save_recordings: true,
             recording_dir: String::new(),

@@ -60,15 +60,7 @@ fn lower_priority(nice: i32) {
     if nice <= 0 || DONE.with(|d| d.replace(true)) {
         return;
     }
-    // SAFETY: plain syscalls on the calling thread (who = 0), no pointers.
-    #[cfg(target_os = "linux")]
-    #[allow(unsafe_code)]
-    unsafe {
-        let current = libc::getpriority(libc::PRIO_PROCESS, 0);
-        if nice > current {
-            libc::setpriority(libc::PRIO_PROCESS, 0, nice);
-        }
-    }
+    crate::runtime::lower_thread_priority(nice);
 }
 
 /// Abandons a claimed recording if dropped while panicking (the stage runtime

@@ -348,10 +348,14 @@ impl CudaBackend {
         // a, b, c on the host, dense vectors, the upload when not staged.
         let prep = started.elapsed();
         let t = std::time::Instant::now();
+        let cpu = thread_cpu();
+        let runq = thread_runq();
         let out = ws
             .execute(&buffer.stage, resident.map(|i| &res[i].srs), &inputs, staged, gate)
             .map_err(cuda_err("execute", dev))?;
         let execute = t.elapsed();
+        let execute_cpu = thread_cpu().saturating_sub(cpu);
+        let execute_runq = thread_runq().saturating_sub(runq);
         drop(rebuilt);
         if matrices.is_some() {
             abc_ops.push(("abc_device", ms(out.ms[8])));
@@ -377,7 +381,16 @@ impl CudaBackend {
         if st.lane {
             // Spans over the ops above (the deadline bench's breakdown), so only
             // for a deadline partition beside the load.
-            timings.extend([("prep", prep), ("execute", execute)]);
+            // `execute_cpu`: this thread's CPU time in `execute` (its device waits
+            // spin); `execute_runq`: its time ready to run but waiting for a CPU
+            // (scheduler statistics); the rest of `execute` it was blocked (H's
+            // thread, sppark's pool, the driver).
+            timings.extend([
+                ("prep", prep),
+                ("execute", execute),
+                ("execute_cpu", execute_cpu),
+                ("execute_runq", execute_runq),
+            ]);
         }
         Ok(MsmResults {
             h: ffi::g1_projective(out.h),
@@ -484,4 +497,25 @@ impl CudaBackend {
         }
         None
     }
+}
+
+/// The calling thread's CPU time (zero where it cannot be read).
+fn thread_cpu() -> std::time::Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The calling thread's time waiting on a run queue (Linux scheduler statistics,
+/// `/proc/thread-self/schedstat`; zero where they cannot be read).
+fn thread_runq() -> std::time::Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|w| w.parse::<u64>().ok()))
+        .map_or(std::time::Duration::ZERO, std::time::Duration::from_nanos)
 }
